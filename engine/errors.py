@@ -1,0 +1,13 @@
+"""Errors Foresay reports to people: each says what went wrong and what to do about it."""
+
+
+class ForesayError(Exception):
+    """An error with a message meant for the user; the CLI prints it without a traceback."""
+
+
+class ModelUnavailable(ForesayError):
+    """A model could not be found locally and could not be downloaded."""
+
+
+class PromptTooLong(ForesayError):
+    """A prompt does not fit the model's context even after dropping all history."""

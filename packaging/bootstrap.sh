@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Sets Foresay up on a fresh Linux machine and runs it: system packages, a virtual environment
+# in .venv, the package with its extras. Safe to run any number of times.
+#
+#   bash packaging/bootstrap.sh app  [foresay args...]   # install, then run `foresay`
+#   bash packaging/bootstrap.sh test [pytest args...]    # install, then run the test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+[ $# -gt 0 ] && shift
+case "$mode" in
+  app|test) ;;
+  *) echo "usage: bash packaging/bootstrap.sh app|test [args...]" >&2; exit 2 ;;
+esac
+
+# PortAudio for sounddevice, espeak-ng for the CPU TTS and test speech, sox for audio checks,
+# the X/EGL libraries Qt's platform plugins load.
+system_packages=(libportaudio2 espeak-ng sox libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0
+  libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
+  libxcb-shape0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-xinerama0)
+
+install_system_packages() {
+  command -v apt-get >/dev/null || { echo "note: no apt-get; install ${system_packages[*]} by hand" >&2; return; }
+  local missing=()
+  for p in "${system_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing system packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+python=${PYTHON:-python3}
+venv=.venv
+
+install_python_packages() {
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  local pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
+  # torch first, so the package's range is already met: FORESAY_TORCH picks the build
+  # (e.g. a CUDA index's build on GPU machines; the default takes the registry's or a local wheel).
+  "$venv/bin/python" -c "import torch" 2>/dev/null || "${pip[@]}" install "${FORESAY_TORCH:-torch==2.13.0}"
+  local stamp="$venv/.foresay-installed"
+  local want
+  want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    "${pip[@]}" install -e ".[dev]"
+    echo "$want" > "$stamp"
+  fi
+}
+
+install_system_packages
+install_python_packages
+
+case "$mode" in
+  app)
+    exec "$venv/bin/foresay" "$@" ;;
+  test)
+    export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 QT_QPA_PLATFORM=offscreen
+    exec "$venv/bin/python" -m pytest "$@" ;;
+esac
