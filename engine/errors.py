@@ -11,3 +11,7 @@ class ModelUnavailable(ForesayError):
 
 class PromptTooLong(ForesayError):
     """A prompt does not fit the model's context even after dropping all history."""
+
+
+class EmptyPrompt(ForesayError):
+    """A prompt with no words in it."""

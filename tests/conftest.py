@@ -3,3 +3,30 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def fixture_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fixtures")
+    os.environ["FORESAY_FIXTURE_DIR"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def load_fixture_lm(fixture_dir):
+    from foresay.engine.llm import LLMConfig, load_llm
+    loaded = {}
+
+    def load(name="tiny-random", seed=0, **kw):
+        key = (name, seed, tuple(sorted(kw.items())))
+        if key not in loaded:
+            loaded[key] = load_llm(LLMConfig(model=name, seed=seed, **kw))
+        return loaded[key]
+    return load
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(load_fixture_lm):
+    return load_fixture_lm("tiny-random")

@@ -1,0 +1,161 @@
+"""Built-in model fixtures: random Qwen2-architecture chat models with a tokenizer trained offline.
+
+`tiny-random` (a few hundred thousand parameters) serves correctness tests; `small-random` (tens
+of millions, a forward pass of several milliseconds on CPU) serves overhead measurements. Both are
+built deterministically from a seed and cached on disk, then loaded through the same path as any
+hub or local model. Their init is wider than transformers' default, so that greedy decoding
+wanders over the vocabulary instead of repeating one token and argmax margins stay clear of
+floating-point noise.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FIXTURE_VERSION = 1
+
+# Qwen2.5's chat template, trimmed to the roles Foresay uses.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Qwen2's pre-tokenizer split pattern (AutoTokenizer rebuilds a qwen2 tokenizer with it).
+QWEN_SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+@dataclass(frozen=True)
+class FixtureSpec:
+    """Shape of a random fixture model."""
+    name: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    init_std: float
+    max_positions: int = 4096
+
+
+FIXTURES = {
+    "tiny-random": FixtureSpec("tiny-random", vocab_size=1024, hidden_size=64, intermediate_size=160,
+                               num_layers=2, num_heads=4, num_kv_heads=2, init_std=0.5),
+    "small-random": FixtureSpec("small-random", vocab_size=4096, hidden_size=512, intermediate_size=1536,
+                                num_layers=8, num_heads=8, num_kv_heads=2, init_std=0.1),
+}
+
+_WORDS = (
+    "the a an and or but if then so because when while what which who how why where is are was "
+    "were be been have has had do does did can could will would should may might must not no yes "
+    "i you he she it we they me him her us them my your his its our their this that these those "
+    "time day week year hour minute today tomorrow morning evening night weather rain sun wind "
+    "cold warm hot city country world home house room water food coffee tea music song book story "
+    "question answer help please thanks thank hello hi good great fine well very really just "
+    "about after before over under between into from with without for of to in on at by up down "
+    "set timer alarm remind call message send play stop start open close turn light lights on off "
+    "one two three four five six seven eight nine ten hundred thousand first second last next "
+    "make take give get know think want need like love see look find tell say ask explain write "
+    "travel trip plan email report data idea problem way people person friend family work school "
+    "Paris London Tokyo Berlin Monday Friday Sunday January March December Foresay assistant"
+).split()
+_PUNCT = [".", ".", "?", "!", ",", ",", ";", ":"]
+
+
+def fixture_corpus(seed: int, n_lines: int = 3000) -> list[str]:
+    """Deterministic pseudo-English lines to train the fixture tokenizer on."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_lines):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(3, 16))]
+        words[0] = words[0].capitalize()
+        text = " ".join(words) + rng.choice(_PUNCT)
+        if rng.random() < 0.2:
+            text += f" {rng.randint(0, 2000)}.{rng.randint(0, 99)}"
+        if rng.random() < 0.1:
+            text += " Café, naïve, straße, 東京, ü é ñ"
+        lines.append(text)
+    return lines
+
+
+def build_tokenizer(vocab_size: int, seed: int):
+    """Train a byte-level BPE tokenizer with Qwen2's normalizer and pre-tokenizer."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(fixture_corpus(seed), trainer=trainer)
+    return tok
+
+
+def fixture_dir(name: str, seed: int = 0) -> Path:
+    from platformdirs import user_cache_dir
+    root = Path(os.environ.get("FORESAY_FIXTURE_DIR") or Path(user_cache_dir("foresay")) / "fixtures")
+    return root / f"{name}-seed{seed}-v{FIXTURE_VERSION}"
+
+
+def ensure_fixture(name: str, seed: int = 0) -> Path:
+    """Return the folder of fixture `name`, building it first if needed (seconds)."""
+    if name not in FIXTURES:
+        raise KeyError(name)
+    target = fixture_dir(name, seed)
+    if (target / "model.safetensors").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        _write_fixture(FIXTURES[name], seed, Path(tmp))
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / "model.safetensors").exists():  # not a concurrent builder's copy
+                raise
+        else:
+            os.makedirs(tmp, exist_ok=True)  # TemporaryDirectory cleans up a path that must exist
+    log.info("built fixture %s at %s", name, target)
+    return target
+
+
+def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
+    import torch
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    tok = build_tokenizer(spec.vocab_size, seed)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+
+    config = Qwen2Config(
+        vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=spec.max_positions, initializer_range=spec.init_std,
+        tie_word_embeddings=False, rope_theta=10000.0,
+        bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"),
+        pad_token_id=tok.token_to_id("<|endoftext|>"))
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).eval()
+    model.save_pretrained(out)
+    (out / "FIXTURE.json").write_text(json.dumps({"name": spec.name, "seed": seed,
+                                                  "version": FIXTURE_VERSION}))

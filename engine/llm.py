@@ -1,0 +1,206 @@
+"""The LLM layer: load a chat model, render its chat template, run forward passes over a KV cache.
+
+Decoding policy lives elsewhere (`engine.decoding`, `engine.predgen`); this module only knows how
+to get per-position logits for new tokens appended to a cache, and how long that took.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from foresay.engine.errors import ForesayError, ModelUnavailable
+from foresay.engine.fixtures import FIXTURES, ensure_fixture
+
+log = logging.getLogger(__name__)
+
+FLAGSHIP_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """How to load the chat model.
+
+    model: a hub id (e.g. "Qwen/Qwen2.5-7B-Instruct"), a local folder, or a built-in fixture name
+        ("tiny-random", "small-random").
+    device: "auto" (CUDA if available, else CPU), "cpu", "cuda", "cuda:N" or "mps".
+    dtype: "auto" (bfloat16 on CUDA where supported, else float16 there; float32 on CPU), or a name.
+    max_context: tokens the conversation may occupy; None takes the model's own limit (capped).
+    revision: hub revision to load.
+    seed: seed of a built-in fixture.
+    threads: CPU threads for torch (0 leaves torch's default).
+    """
+    model: str = FLAGSHIP_MODEL
+    device: str = "auto"
+    dtype: str = "auto"
+    max_context: int | None = None
+    revision: str | None = None
+    seed: int = 0
+    threads: int = 0
+
+    def __post_init__(self):
+        if not self.model or not self.model.strip():
+            raise ForesayError("LLM config: 'model' must name a hub id, a folder or a fixture")
+        if self.dtype not in ("auto", *_DTYPES):
+            raise ForesayError(f"LLM config: dtype {self.dtype!r} is not one of auto, {', '.join(_DTYPES)}")
+        if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
+            raise ForesayError(f"LLM config: device {self.device!r} is not auto, cpu, cuda, cuda:N or mps")
+        if self.max_context is not None and self.max_context < 64:
+            raise ForesayError("LLM config: max_context must be at least 64 tokens")
+        if self.threads < 0:
+            raise ForesayError("LLM config: threads must be >= 0")
+
+
+@dataclass
+class ForwardStats:
+    """Forward passes run by one model and the wall time they took (for overhead accounting)."""
+    passes: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ForesayError(f"device {name!r} asked for, but torch sees no CUDA GPU "
+                           f"(torch {torch.__version__}; a CPU-only build?)")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ForesayError("device 'mps' asked for, but Metal is not available")
+    return torch.device(name)
+
+
+def pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        return _DTYPES[name]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def resolve_model_path(config: LLMConfig) -> str:
+    """A fixture name becomes its built folder; folders and hub ids pass through, checked."""
+    if config.model in FIXTURES:
+        return str(ensure_fixture(config.model, config.seed))
+    path = Path(config.model).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ModelUnavailable(f"{path} has no config.json: not a transformers model folder")
+        return str(path)
+    if config.model.startswith((".", "/", "~")) or os.sep in config.model.strip("/").replace("/", "", 1):
+        raise ModelUnavailable(f"model folder {config.model!r} does not exist")
+    return config.model
+
+
+def _offline_hint(model: str) -> str:
+    fixtures = ", ".join(FIXTURES)
+    return (f"model {model!r} is not in the local cache and the hub cannot be reached "
+            f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). Download it once with a network "
+            f"connection (`huggingface-cli download {model}`), pass a local folder, or use a built-in "
+            f"model ({fixtures}).")
+
+
+class ChatLM:
+    """A loaded causal LM with its tokenizer and chat template."""
+
+    def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
+                 name: str):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dtype = dtype
+        self.max_context = max_context
+        self.name = name
+        self.stats = ForwardStats()
+        self.eos_ids = self._eos_ids()
+        self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def _eos_ids(self) -> frozenset[int]:
+        ids = set()
+        for source in (getattr(self.model, "generation_config", None), self.model.config):
+            value = getattr(source, "eos_token_id", None)
+            if value is not None:
+                ids.update(value if isinstance(value, (list, tuple)) else [value])
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        for special in ("<|im_end|>", "<|eot_id|>", "<end_of_turn>"):
+            token_id = self.tokenizer.convert_tokens_to_ids(special)
+            if isinstance(token_id, int) and token_id != self.tokenizer.unk_token_id and token_id >= 0:
+                ids.add(token_id)
+        return frozenset(ids)
+
+    # --- text ------------------------------------------------------------------------------
+
+    def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([i for i in ids if i not in self.eos_ids],
+                                     skip_special_tokens=True)
+
+    # --- compute ---------------------------------------------------------------------------
+
+    def new_cache(self):
+        from transformers import DynamicCache
+        return DynamicCache(config=self.model.config)
+
+    @torch.inference_mode()
+    def forward(self, cache, ids: list[int], keep_logits: int) -> torch.Tensor:
+        """Append `ids` to `cache`; return float32 logits of the last `keep_logits` positions."""
+        start = time.perf_counter()
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True,
+                         logits_to_keep=keep_logits)
+        logits = out.logits[0].float()
+        self._sync()
+        self.stats.seconds += time.perf_counter() - start
+        self.stats.passes += 1
+        self.stats.tokens += len(ids)
+        return logits
+
+    @torch.inference_mode()
+    def warmup(self) -> None:
+        """One prefill and one step, so first-use costs (allocations, kernels) precede 'ready'."""
+        cache = self.new_cache()
+        ids = self.encode("Hello, how are you today?") or [0]
+        logits = self.forward(cache, ids, 1)
+        self.forward(cache, [int(logits[-1].argmax())], 1)
+
+
+def load_llm(config: LLMConfig) -> ChatLM:
+    """Load the model and tokenizer named by `config` on the chosen device and dtype."""
+    from huggingface_hub.errors import HFValidationError
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device = pick_device(config.device)
+    dtype = pick_dtype(config.dtype, device)
+    source = resolve_model_path(config)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=config.revision)
+        model = AutoModelForCausalLM.from_pretrained(source, revision=config.revision, dtype=dtype)
+    except (OSError, HFValidationError) as exc:
+        if Path(source).exists():
+            raise ModelUnavailable(f"could not load the model in {source}: {exc}") from None
+        raise ModelUnavailable(_offline_hint(config.model)) from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise ForesayError(f"model {config.model!r} has no chat template: Foresay needs a chat model")
+    model.to(device).eval()
+    limit = getattr(model.config, "max_position_embeddings", None) or 32768
+    max_context = min(config.max_context or limit, limit, 32768)
+    log.info("loaded %s on %s (%s), context %d", config.model, device, dtype, max_context)
+    return ChatLM(model, tokenizer, device, dtype, max_context, config.model)

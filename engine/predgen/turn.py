@@ -1,0 +1,303 @@
+"""One user turn of PredGen: speculate on partial transcripts, then finish on the final one.
+
+The pipeline drives it from a worker thread: `update()` on each partial transcript, `finalize()`
+at the end of the turn, then `next_sentence()` until it returns None. Between calls the state is
+explicit: the prompt the draft belongs to, the draft tokens whose KV is cached after that prompt
+(`tokens`), and the next draft token, known but not yet run through the model (`pending`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from foresay.engine.errors import ForesayError
+from foresay.engine.predgen.conversation import Conversation, Prompt
+from foresay.engine.predgen.verifiers import GreedyVerifier, Verifier, VerifyInput
+from foresay.engine.sentences import Sentence, SentenceSplitter, SplitterConfig, first_sentence
+
+import torch
+
+
+@dataclass(frozen=True)
+class PredGenConfig:
+    """
+    max_new_tokens: the reply is cut after this many tokens.
+    max_draft_tokens: speculation stops extending a draft at this length.
+    margin_tokens: tokens drafted past the end of the draft's first sentence, so the end of that
+        sentence is confirmed (a sentence ends only once the next word is seen).
+    tts_latency_s: time a TTS needs for the first sentence's first audio, used for the
+        audio-latency figure when no TTS is attached.
+    splitter: sentence splitting rules.
+    """
+    max_new_tokens: int = 512
+    max_draft_tokens: int = 96
+    margin_tokens: int = 4
+    tts_latency_s: float = 0.15
+    splitter: SplitterConfig = SplitterConfig()
+
+    def __post_init__(self):
+        if self.max_new_tokens < 1 or self.max_draft_tokens < 1 or self.margin_tokens < 0:
+            raise ForesayError("PredGen config: token limits must be positive")
+        if self.tts_latency_s < 0:
+            raise ForesayError("PredGen config: tts_latency_s must be >= 0")
+
+
+@dataclass(frozen=True)
+class UpdateRecord:
+    """What one partial transcript did to the draft."""
+    revision: int
+    verified: bool          # a verification pass ran (False: prompt unchanged, or stale)
+    stale: bool             # superseded before it started: nothing was done
+    accepted: int           # draft tokens kept by verification
+    draft_before: int       # draft length before
+    draft_after: int        # draft length after extension
+    passes: int             # forward passes spent
+    p_end_of_turn: float | None
+    draft_text: str
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """The turn's measurements (DESIGN.md section 6); times in seconds."""
+    outcome: str            # accepted | partial | rejected | baseline
+    ttfs: float             # final transcript -> first sentence fixed
+    nfetfs: int             # forward passes in that window
+    audio_latency: float    # final transcript -> first audio (modelled unless a TTS measured it)
+    first_sentence: str
+    final_accepted: int     # draft tokens kept by the final verification
+    overhead_share: float   # share of the final step's wall time spent outside forward passes
+    updates: tuple[UpdateRecord, ...] = field(default_factory=tuple)
+
+
+class PredGenTurn:
+    def __init__(self, conv: Conversation, config: PredGenConfig = PredGenConfig(),
+                 verifier: Verifier | None = None,
+                 on_first_sentence: Callable[[str, int], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic, turn_id: int = 0):
+        self.conv = conv
+        self.lm = conv.lm
+        self.cache = conv.cache
+        self.config = config
+        self.verifier = verifier or GreedyVerifier()
+        self.on_first_sentence = on_first_sentence
+        self.clock = clock
+        self.turn_id = turn_id
+        self.prompt: Prompt | None = None
+        self.tokens: list[int] = []
+        self.pending: int | None = None
+        self.p_end_of_turn: float | None = None
+        self.newest_revision = -1
+        self.updates: list[UpdateRecord] = []
+        self.record: TurnRecord | None = None
+        self._announced: tuple[str, float] | None = None  # (first sentence, clock time)
+        self._splitter: SentenceSplitter | None = None
+        self._sentences: list[Sentence] = []
+        conv.prefill_history()
+
+    # --- draft state --------------------------------------------------------------------------
+
+    @property
+    def draft(self) -> list[int]:
+        return self.tokens + ([self.pending] if self.pending is not None else [])
+
+    @property
+    def complete(self) -> bool:
+        """The reply has ended (end-of-message drafted, or the length limit reached)."""
+        return self.pending in self.lm.eos_ids or len(self.draft) >= self.config.max_new_tokens
+
+    def draft_text(self) -> str:
+        return self.lm.decode(self.draft)
+
+    def _first_sentence(self, ids: list[int], final: bool) -> tuple[Sentence | None, int | None]:
+        """The first complete sentence of `ids` and how many tokens it takes."""
+        sentence = first_sentence(self.lm.decode(ids), final, self.config.splitter)
+        if sentence is None:
+            return None, None
+        lo, hi = 1, len(ids)
+        while lo < hi:  # fewest tokens whose text covers the sentence
+            mid = (lo + hi) // 2
+            if len(self.lm.decode(ids[:mid])) >= sentence.end:
+                hi = mid
+            else:
+                lo = mid + 1
+        return sentence, lo
+
+    # --- model steps --------------------------------------------------------------------------
+
+    def _verify(self, prompt: Prompt) -> int:
+        """One forward pass over the changed prompt tail plus the draft; returns tokens kept."""
+        draft = self.draft
+        ids = list(prompt.ids) + draft
+        first_draft_row = len(prompt.ids) - 1
+        need_from = first_draft_row
+        if prompt.end_of_message is not None:
+            need_from = min(need_from, prompt.end_of_message - 1)
+        start = min(self.cache.sync_start(ids), need_from)
+        self.cache.crop(start)
+        logits = self.cache.append(ids[start:])
+        rows = logits[first_draft_row - start:]
+        if prompt.end_of_message is not None:
+            row = logits[prompt.end_of_message - 1 - start]
+            self.p_end_of_turn = torch.softmax(row, -1)[prompt.ids[prompt.end_of_message]].item()
+        sentence, n_sentence = self._first_sentence(draft, final=self.complete) if draft else (None, None)
+        kept = self.verifier.accept(VerifyInput(
+            draft, rows, prompt.user_text, sentence.text if sentence else None, n_sentence))
+        self.prompt = prompt
+        if kept == len(draft) and draft and draft[-1] in self.lm.eos_ids:
+            self.tokens, self.pending = draft[:-1], draft[-1]
+        elif kept == len(draft):
+            self.tokens, self.pending = draft, int(rows[kept].argmax())
+        else:
+            self.tokens, self.pending = draft[:kept], int(rows[kept].argmax())
+        self.cache.crop(len(prompt.ids) + len(self.tokens))
+        return kept
+
+    def _step(self) -> None:
+        """Run the pending token; the argmax after it becomes the new pending token."""
+        logits = self.cache.append([self.pending], keep_logits=1)
+        self.tokens.append(self.pending)
+        self.pending = int(logits[-1].argmax())
+
+    def _speculation_done(self) -> bool:
+        if self.complete or len(self.draft) >= self.config.max_draft_tokens:
+            return True
+        _, n = self._first_sentence(self.draft, final=False)
+        return n is not None and len(self.draft) - n >= self.config.margin_tokens
+
+    def _announce_first_sentence(self, revision: int, final: bool = False) -> Sentence | None:
+        sentence, _ = self._first_sentence(self.draft, final=final or self.complete)
+        if sentence and (self._announced is None or self._announced[0] != sentence.text):
+            self._announced = (sentence.text, self.clock())
+            if self.on_first_sentence:
+                self.on_first_sentence(sentence.text, revision)
+        return sentence
+
+    # --- the pipeline's calls -------------------------------------------------------------------
+
+    def announce(self, revision: int) -> None:
+        """A newer partial exists (safe from another thread): work on older ones stops early."""
+        if revision > self.newest_revision:
+            self.newest_revision = revision
+
+    def adopt_draft(self, partial_text: str, draft_ids: list[int]) -> None:
+        """Take a draft made elsewhere (another engine, an earlier turn) as the draft for
+        `partial_text`, computing its cache in one pass; later calls verify it as usual."""
+        if not draft_ids:
+            raise ForesayError("adopt_draft needs at least one token")
+        prompt = self.conv.prompt(partial_text)
+        ids = list(prompt.ids) + list(draft_ids[:-1])
+        self.cache.crop(self.cache.sync_start(ids))
+        if len(self.cache) < len(ids):
+            self.cache.append(ids[len(self.cache):], keep_logits=1)
+        self.prompt, self.tokens, self.pending = prompt, list(draft_ids[:-1]), draft_ids[-1]
+
+    def update(self, partial_text: str, revision: int,
+               should_stop: Callable[[], bool] | None = None) -> UpdateRecord:
+        """Verify the draft against a partial transcript, then extend it in bounded steps.
+
+        Extension stops between steps once `should_stop()` says so or a newer revision was
+        announced.
+        """
+        passes0 = self.lm.stats.passes
+        before = len(self.draft)
+        if revision < self.newest_revision or not partial_text.strip():
+            record = UpdateRecord(revision, False, revision < self.newest_revision, 0, before, before,
+                                  0, self.p_end_of_turn, self.draft_text())
+            self.updates.append(record)
+            return record
+        self.announce(revision)
+        prompt = self.conv.prompt(partial_text)
+        verified = self.prompt is None or prompt.ids != self.prompt.ids
+        accepted = self._verify(prompt) if verified else before
+        stop = should_stop or (lambda: False)
+        while not self._speculation_done() and not stop() and self.newest_revision == revision:
+            self._step()
+        self._announce_first_sentence(revision)
+        record = UpdateRecord(revision, verified, False, accepted, before, len(self.draft),
+                              self.lm.stats.passes - passes0, self.p_end_of_turn, self.draft_text())
+        self.updates.append(record)
+        return record
+
+    def finalize(self, final_text: str, arrived_at: float | None = None,
+                 baseline: bool = False) -> TurnRecord:
+        """Verify against the final transcript and decode until the first sentence is fixed.
+
+        `arrived_at`: clock time the final transcript arrived (default: now). `baseline` marks a
+        turn that never speculated (its outcome is reported as "baseline").
+        """
+        arrived_at = self.clock() if arrived_at is None else arrived_at
+        wall0, fwd0, passes0 = time.perf_counter(), self.lm.stats.seconds, self.lm.stats.passes
+        prompt = self.conv.prompt(final_text)
+        old_sentence, old_n = self._first_sentence(self.draft, final=self.complete) \
+            if self.draft else (None, None)
+        if self.prompt is None or prompt.ids != self.prompt.ids:
+            kept = self._verify(prompt)
+        else:
+            kept = len(self.draft)
+        if baseline:
+            outcome = "baseline"
+        elif old_n is not None and kept >= old_n:
+            outcome = "accepted"
+        else:
+            outcome = "partial" if kept > 0 else "rejected"
+        self._splitter = SentenceSplitter(self.config.splitter)
+        first = self._decode_until_sentence()
+        fixed_at = self.clock()
+        wall = time.perf_counter() - wall0
+        ttfs = fixed_at - arrived_at
+        first_text = first.text if first else ""
+        if first:
+            self._announce_first_sentence(self.newest_revision, final=True)
+        if self._announced and self._announced[0] == first_text:
+            audio_ready = self._announced[1] + self.config.tts_latency_s
+            audio_latency = max(ttfs, audio_ready - arrived_at)
+        else:
+            audio_latency = ttfs + self.config.tts_latency_s
+        self.record = TurnRecord(
+            outcome=outcome, ttfs=ttfs, nfetfs=self.lm.stats.passes - passes0,
+            audio_latency=audio_latency, first_sentence=first_text, final_accepted=kept,
+            overhead_share=max(0.0, (wall - (self.lm.stats.seconds - fwd0)) / wall) if wall > 0 else 0.0,
+            updates=tuple(self.updates))
+        return self.record
+
+    def _decode_until_sentence(self) -> Sentence | None:
+        while True:
+            if not self._sentences:
+                text = self.lm.decode(self.reply_ids())
+                if not self.complete:
+                    text = text.rstrip("\ufffd")  # a character whose bytes are still arriving
+                self._sentences.extend(self._splitter.feed(text, final=self.complete))
+            if self._sentences:
+                return self._sentences.pop(0)
+            if self.complete:
+                return None
+            self._step()
+
+    def next_sentence(self) -> Sentence | None:
+        """The reply's next sentence (decoding as needed), or None when the reply is done."""
+        if self._splitter is None:
+            raise ForesayError("next_sentence() needs finalize() first")
+        return self._decode_until_sentence()
+
+    def reply_ids(self) -> list[int]:
+        return [t for t in self.draft[:self.config.max_new_tokens] if t not in self.lm.eos_ids]
+
+    def finish(self) -> list[Sentence]:
+        """Decode the rest of the reply; its remaining sentences."""
+        rest = []
+        while (sentence := self.next_sentence()) is not None:
+            rest.append(sentence)
+        return rest
+
+    def commit(self, heard_chars: int | None = None) -> str:
+        """Enter the turn into the conversation history, the reply only as far as it was heard."""
+        if self.prompt is None:
+            raise ForesayError("commit() needs finalize() first")
+        ids = self.reply_ids()
+        if heard_chars is not None:
+            n = 0
+            while n < len(ids) and len(self.lm.decode(ids[:n])) < heard_chars:
+                n += 1
+            ids = ids[:n]
+        return self.conv.commit_turn(self.prompt, ids)

@@ -1,0 +1,38 @@
+"""Shared helpers for the PredGen tests: prompts and a word-by-word driver."""
+import random
+
+from foresay.engine.decoding import greedy_decode
+from foresay.engine.kv import KVCache
+
+_SUBJECTS = ["the weather in Paris", "a timer for ten minutes", "my email to the team", "the capital of Japan",
+             "a good book about travel", "the song that was playing", "coffee or tea in the morning",
+             "the meeting on Friday", "a café in Berlin", "the price of 3.5 kilos of apples"]
+_ASKS = ["Can you tell me about", "Please explain", "What do you think of", "I would like to know about",
+         "Could you remind me of", "Write a short note on", "Um, so, what about", "Help me plan"]
+_TAILS = ["today", "tomorrow morning", "before the trip", "in simple words", "for my family", "again",
+          "if you can", "right now please"]
+
+
+def make_prompts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    prompts = []
+    while len(prompts) < n:
+        p = f"{rng.choice(_ASKS)} {rng.choice(_SUBJECTS)} {rng.choice(_TAILS)}"
+        if rng.random() < 0.5:
+            p += rng.choice(["?", ".", ""])
+        if p not in prompts:
+            prompts.append(p)
+    return prompts
+
+
+def drive_word_by_word(turn, prompt: str):
+    """Partials for every word prefix but the last, then the final prompt."""
+    words = prompt.split()
+    for i in range(1, len(words)):
+        turn.update(" ".join(words[:i]), i)
+    return turn.finalize(prompt)
+
+
+def cold_greedy(lm, prompt_ids, max_new_tokens):
+    ids, _ = greedy_decode(KVCache(lm), list(prompt_ids), max_new_tokens)
+    return [t for t in ids if t not in lm.eos_ids]
