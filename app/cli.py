@@ -16,6 +16,8 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from foresay.app import bench_predgen
+
     parser = argparse.ArgumentParser(
         prog="foresay", description="A local voice assistant that answers while you speak.")
     parser.add_argument("--version", action="version", version=f"foresay {_version()}")
@@ -24,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmarks (predgen; asr, tts, e2e as they land)")
     benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     # Each command's module registers its parser here: module.register(subparsers).
+    bench_predgen.register(benches)
     return parser
 
 

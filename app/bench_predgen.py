@@ -1,0 +1,258 @@
+"""`foresay bench predgen`: the PredGen paper's protocol on Foresay's engine.
+
+Each prompt is revealed word by word at a speaking rate on a simulated clock; the model's work
+takes real wall time on that same clock (so a slow model falls behind the speaker, as it would
+live). `baseline` waits for the full prompt and decodes greedily; the other methods speculate on
+every partial and verify at the end. Latencies are measured from the end of the prompt.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from foresay.engine.errors import ForesayError
+
+DEFAULT_METHODS = "baseline,greedy,topk:3,reflection"
+
+
+class SimClock:
+    """Simulated time: advances with real time while the model works, jumps while it idles."""
+
+    def __init__(self):
+        self._offset = -time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self._offset
+
+    def restart(self) -> None:
+        self._offset = -time.perf_counter()
+
+    def wait_until(self, t: float) -> None:
+        now = self()
+        if t > now:
+            self._offset += t - now
+
+
+@dataclass
+class TurnResult:
+    method: str
+    ttfs: float
+    nfetfs: int
+    latency: float
+    outcome: str
+    first_sentence: str
+    reply: list[int]
+    overhead_share: float
+    accepted_per_update: list[int] = field(default_factory=list)
+
+
+def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[list[str]]:
+    """Conversations (lists of user turns) from a JSONL file with `turns` or `prompt`."""
+    if path is None:
+        text = resources.files("foresay.assets").joinpath("prompts/bench_prompts.jsonl").read_text("utf-8")
+        source = "built-in prompts"
+    else:
+        try:
+            text = Path(path).read_text("utf-8")
+        except OSError as exc:
+            raise ForesayError(f"cannot read prompts file {path}: {exc.strerror}") from None
+        source = path
+    conversations = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ForesayError(f"{source}:{n}: not valid JSON ({exc.msg})") from None
+        turns = item.get("turns") if isinstance(item, dict) else None
+        if turns is None and isinstance(item, dict) and "prompt" in item:
+            turns = [item["prompt"]]
+        if not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+            raise ForesayError(f"{source}:{n}: needs \"turns\" (a list of strings) or \"prompt\"")
+        conversations.append(turns if multi_turn else turns[:1])
+    if not conversations:
+        raise ForesayError(f"{source} holds no prompts")
+    return conversations[:limit] if limit else conversations
+
+
+def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) -> TurnResult:
+    """Reveal `text` word by word (the last word only with the final prompt); run `turn`."""
+    words = text.split()
+    reveal = [len(" ".join(words[:i + 1])) / chars_per_s for i in range(len(words))]
+    end = reveal[-1]
+    clock.restart()
+    if method != "baseline":
+        shown = revision = 0
+        while clock() < end:
+            heard = sum(1 for t in reveal[:-1] if t <= clock())
+            if heard > shown:
+                shown, revision = heard, revision + 1
+                next_word = reveal[heard]
+                turn.update(" ".join(words[:heard]), revision, should_stop=lambda: clock() >= next_word)
+            else:
+                clock.wait_until(reveal[shown])
+    clock.wait_until(end)
+    record = turn.finalize(text, arrived_at=end, baseline=method == "baseline")
+    turn.finish()
+    return TurnResult(method, record.ttfs, record.nfetfs, record.audio_latency, record.outcome,
+                      record.first_sentence, turn.reply_ids(), record.overhead_share,
+                      [u.accepted for u in record.updates if u.verified])
+
+
+def run_method(lm, method: str, conversations, config, chars_per_s: float) -> list[list[TurnResult]]:
+    from foresay.engine.predgen.conversation import Conversation
+    from foresay.engine.predgen.turn import PredGenTurn
+    from foresay.engine.predgen.verifiers import make_verifier
+
+    verifier = make_verifier("greedy" if method == "baseline" else method, lm)
+    clock = SimClock()
+    conv = Conversation(lm, reserve_tokens=config.max_new_tokens)
+    results = []
+    for turns in conversations:
+        conv.reset()
+        per_conversation = []
+        for text in turns:
+            turn = PredGenTurn(conv, config, verifier=verifier, clock=clock)
+            per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
+            turn.commit()
+        results.append(per_conversation)
+    return results
+
+
+def summarize(method: str, results, baseline) -> dict:
+    flat = [r for conv in results for r in conv]
+    base = [r for conv in baseline for r in conv]
+    latency = statistics.fmean(r.latency for r in flat)
+    outcomes: dict[str, int] = {}
+    for r in flat:
+        outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+    return {
+        "ttfs_ms": 1000 * statistics.fmean(r.ttfs for r in flat),
+        "nfetfs": statistics.fmean(r.nfetfs for r in flat),
+        "latency_ms": 1000 * latency,
+        "speedup": statistics.fmean(r.latency for r in base) / latency if latency > 0 else float("inf"),
+        "first_sentence_identical": statistics.fmean(
+            r.first_sentence == b.first_sentence for r, b in zip(flat, base)),
+        "reply_identical": statistics.fmean(r.reply == b.reply for r, b in zip(flat, base)),
+        "outcomes": outcomes,
+        "overhead_share": statistics.fmean(r.overhead_share for r in flat),
+        "accepted_per_update": statistics.fmean(
+            [a for r in flat for a in r.accepted_per_update] or [0]),
+    }
+
+
+def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int = 3) -> dict:
+    """Wall time of turn 1 and turn N (same new-turn length): prefill the turn + decode a reply."""
+    from foresay.engine.decoding import greedy_decode
+    from foresay.engine.kv import KVCache
+    from foresay.engine.predgen.conversation import Conversation
+
+    costs: list[list[float]] = [[] for _ in range(turns)]
+    cold = []
+    for _ in range(repeats):
+        conv = Conversation(lm, reserve_tokens=reply_tokens)
+        for i in range(turns):
+            conv.prefill_history()
+            prompt = conv.prompt(text)
+            start = time.perf_counter()
+            ids, _ = greedy_decode(conv.cache, list(prompt.ids), reply_tokens)
+            costs[i].append(time.perf_counter() - start)
+            conv.commit_turn(prompt, ids)
+        start = time.perf_counter()
+        greedy_decode(KVCache(lm), list(prompt.ids), reply_tokens)
+        cold.append(time.perf_counter() - start)
+    first, last = statistics.median(costs[0]), statistics.median(costs[-1])
+    return {"turns": turns, "context_tokens": len(prompt.ids), "turn_1_ms": 1000 * first,
+            f"turn_{turns}_ms": 1000 * last, "ratio": last / first,
+            f"turn_{turns}_cold_ms": 1000 * statistics.median(cold)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.predgen.turn import PredGenConfig
+
+    if args.speed <= 0:
+        raise ForesayError("--speed must be a positive number of characters per minute")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise ForesayError("--methods names no method")
+    if "baseline" not in methods:
+        methods.insert(0, "baseline")  # every comparison is against it
+    conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
+    lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
+                            threads=args.threads))
+    lm.warmup()
+    config = PredGenConfig(max_new_tokens=args.max_new_tokens, tts_latency_s=args.tts_latency_ms / 1000)
+    n_prompts = sum(len(c) for c in conversations)
+    print(f"model {args.model} on {lm.device} ({str(lm.dtype).removeprefix('torch.')}), "
+          f"{n_prompts} prompts, {args.speed:g} chars/min", file=sys.stderr)
+    results = {}
+    for method in methods:
+        started = time.perf_counter()
+        results[method] = run_method(lm, method, conversations, config, args.speed / 60)
+        print(f"  {method}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
+    report = {"model": args.model, "device": str(lm.device), "prompts": n_prompts, "methods": summary}
+    if args.turn_cost:
+        report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
+    print_table(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def print_table(report: dict) -> None:
+    head = (f"{'method':<12}{'TTFS ms':>9}{'NFETFS':>8}{'latency ms':>12}{'speedup':>9}"
+            f"{'1st sent =':>11}{'reply =':>9}{'overhead':>10}  outcomes")
+    print(head)
+    print("-" * len(head))
+    for name, m in report["methods"].items():
+        outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
+        print(f"{name:<12}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
+              f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
+              f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
+    if "turn_cost" in report:
+        tc = report["turn_cost"]
+        n = tc["turns"]
+        print(f"turn cost: turn 1 {tc['turn_1_ms']:.1f} ms, turn {n} {tc[f'turn_{n}_ms']:.1f} ms "
+              f"(ratio {tc['ratio']:.2f}; cold re-prefill of turn {n}: {tc[f'turn_{n}_cold_ms']:.1f} ms, "
+              f"{tc['context_tokens']} tokens)")
+    best = max((m for m in report["methods"] if m != "baseline"),
+               key=lambda m: report["methods"][m]["speedup"], default="baseline")
+    g = report["methods"].get("greedy")
+    lossless = f", greedy reply identical {100 * g['reply_identical']:.0f}%" if g else ""
+    print(f"summary: {report['prompts']} prompts on {report['model']} ({report['device']}): best "
+          f"{best} {report['methods'][best]['speedup']:.2f}x faster first audio than baseline{lossless}")
+
+
+def register(benches) -> None:
+    p = benches.add_parser("predgen", help="PredGen latency benchmark (the paper's protocol)",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="small-random",
+                   help="hub id, folder or built-in model (tiny-random, small-random)")
+    p.add_argument("--prompts", help="JSONL with `turns` (MT-Bench style) or `prompt` per line "
+                   "(default: built-in spoken-style prompts)")
+    p.add_argument("--limit", type=int, help="use the first N prompts")
+    p.add_argument("--speed", type=float, default=600, help="speaking rate, characters per minute")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
+                   "topk:K, reflection")
+    p.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    p.add_argument("--tts-latency-ms", type=float, default=150,
+                   help="TTS time to first audio assumed for the audio latency (no TTS attached)")
+    p.add_argument("--multi-turn", action="store_true",
+                   help="run every turn of each prompt, earlier replies kept as history")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--turn-cost", type=int, default=0, metavar="N",
+                   help="also measure the cost of turn N against turn 1 of one conversation")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--seed", type=int, default=0, help="seed of a built-in model")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    p.set_defaults(func=run)

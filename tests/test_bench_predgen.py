@@ -1,0 +1,47 @@
+import json
+
+import pytest
+
+from foresay.app.bench_predgen import load_prompts
+from foresay.app.cli import main
+from foresay.engine.errors import ForesayError
+
+
+def test_bench_predgen_runs_and_writes_json(fixture_dir, tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"turns": ["What is the weather in Paris today?", "And tomorrow?"]}\n'
+                       '{"prompt": "Set a timer for ten minutes please"}\n')
+    out = tmp_path / "r.json"
+    code = main(["bench", "predgen", "--model", "tiny-random", "--prompts", str(prompts),
+                 "--methods", "greedy,topk:2", "--max-new-tokens", "12", "--speed", "3000",
+                 "--multi-turn", "--json", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-1].startswith("summary: 3 prompts")
+    report = json.loads(out.read_text())
+    assert report["model"] == "tiny-random" and report["device"] == "cpu" and report["prompts"] == 3
+    assert set(report["methods"]) == {"baseline", "greedy", "topk:2"}
+    for m in report["methods"].values():
+        assert set(m) >= {"ttfs_ms", "nfetfs", "latency_ms", "speedup", "first_sentence_identical",
+                          "reply_identical", "outcomes", "overhead_share"}
+        assert 0 <= m["overhead_share"] <= 1 and sum(m["outcomes"].values()) == 3
+    assert report["methods"]["greedy"]["reply_identical"] == 1.0
+    assert report["methods"]["baseline"]["speedup"] == 1.0
+
+
+def test_bad_prompt_files(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"turns": []}\n')
+    with pytest.raises(ForesayError, match="bad.jsonl:1"):
+        load_prompts(str(bad), None, False)
+    bad.write_text("not json\n")
+    with pytest.raises(ForesayError, match="not valid JSON"):
+        load_prompts(str(bad), None, False)
+    with pytest.raises(ForesayError, match="cannot read"):
+        load_prompts(str(tmp_path / "none.jsonl"), None, False)
+    assert len(load_prompts(None, 3, False)) == 3
+
+
+def test_cli_reports_errors_without_traceback(capsys, tmp_path):
+    assert main(["bench", "predgen", "--prompts", str(tmp_path / "none.jsonl")]) == 2
+    assert "foresay: error: cannot read prompts file" in capsys.readouterr().err
