@@ -138,7 +138,7 @@ class EspeakJob:
 
 
 class EspeakEngine(TtsEngine):
-    name = "espeak-ng"
+    name = "espeak"
 
     def __init__(self, config: EspeakConfig = EspeakConfig()) -> None:
         super().__init__(config.preparation)
