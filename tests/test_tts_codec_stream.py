@@ -79,3 +79,15 @@ def test_wrong_decoder_lengths_and_shrinking_streams_are_errors():
 def test_bad_decoding_configs_are_refused(bad):
     with pytest.raises(InvalidTtsConfig):
         StreamDecodeConfig(**bad)
+
+
+def test_flushing_before_a_pause_keeps_the_stream_equal_to_batch():
+    config = StreamDecodeConfig(samples_per_frame=HOP)
+    decoder = StreamingDecoder(local_decode, config)
+    read = lambda a, b: CODES[a:b]  # noqa: E731
+    chunks = decoder.advance(30, read)
+    assert decoder.ready_after_flush(30) == 28
+    chunks += decoder.flush(30, read)
+    assert sum(c.size for c in chunks) == 28 * HOP  # all but the cross-fade tail is ready to hold
+    chunks += decoder.advance(120, read) + decoder.finish(150, read)
+    np.testing.assert_allclose(np.concatenate(chunks), local_decode(CODES[:150]), atol=1e-6)

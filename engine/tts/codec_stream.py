@@ -62,6 +62,17 @@ class StreamingDecoder:
                 return out
             out.append(self._window(end, min(available, end + self.config.lookahead_frames), read, last=False))
 
+    def flush(self, available: int, read: ReadFrames) -> list[np.ndarray]:
+        """Everything `available` frames allow now, without waiting for right context (before a
+        pause: the held audio must be decoded); the cross-fade tail stays held back."""
+        if available - self._start <= 2 * self.config.crossfade_frames:
+            return []
+        return [self._window(available, available, read, last=False)]
+
+    def ready_after_flush(self, available: int) -> int:
+        """Frames whose audio will have been returned once `flush(available)` ran."""
+        return max(self.frames_emitted, available - self.config.crossfade_frames)
+
     def finish(self, total: int, read: ReadFrames) -> list[np.ndarray]:
         """Everything left, once generation has ended with `total` frames."""
         if total < self._start + (0 if self._tail is None else self.config.crossfade_frames):

@@ -6,6 +6,7 @@ thread boundary through `loop.call_soon_threadsafe` only."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -38,6 +39,7 @@ class _Failure:
 
 
 _END = object()
+_worker_ids = itertools.count(1)
 
 
 class ChunkSink:
@@ -85,6 +87,10 @@ class ChunkSink:
             turn_id=self._prepared.turn_id, t=ready_at, samples=samples, sample_rate=sample_rate,
             span=span, sentence_index=sentence_index))
 
+    def would_hold(self, ready_s: float) -> bool:
+        """Whether `ready_s` seconds of audio reach the hold point (to finish decoding before it)."""
+        return self._gate.reached(ready_s)
+
     def proceed(self) -> bool:
         """Between steps: blocks while the prepared amount is ready and held; False once cancelled."""
         with self.idle():
@@ -116,7 +122,7 @@ class Prepared:
         self._streamed = False
         self._cancelled = False
         self._thread = threading.Thread(target=self._work, args=(job,), daemon=True,
-                                        name=f"{engine_name}-prepare")
+                                        name=f"{engine_name}-prepare-{next(_worker_ids)}")
         self._thread.start()
 
     # --- worker thread ---------------------------------------------------------------------

@@ -173,11 +173,17 @@ class ZonosJob:
         n_q = engine.n_codebooks
         decoder = StreamingDecoder(engine.decode_codes, engine.config.decode)
         rate = engine.sample_rate
+        frames_per_second = rate / engine.config.decode.samples_per_frame
 
         def on_step(frame, step: int, max_steps: int) -> bool:
             if frame.shape[-1]:  # empty on the last step at the length limit
                 history = delayed_history(frame, step)
-                for audio in decoder.advance(complete_frames(step, n_q), lambda a, b: undelay(history, a, b, engine.token_limit)):
+                available = complete_frames(step, n_q)
+                read = lambda a, b: undelay(history, a, b, engine.token_limit)  # noqa: E731
+                chunks = decoder.advance(available, read)
+                if sink.would_hold(decoder.ready_after_flush(available) / frames_per_second):
+                    chunks += decoder.flush(available, read)
+                for audio in chunks:
                     sink.emit(audio, rate, segment.span, index)
             if self._interleave:
                 engine.turns.give()

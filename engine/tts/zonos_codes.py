@@ -34,7 +34,7 @@ def undelay(history: torch.Tensor, start: int, end: int, token_limit: int = 1024
     """Codes [1, n_codebooks, end - start] of frames start..end-1 from a delayed buffer; end-of-speech
     and mask tokens (>= token_limit) become 0, as Zonos does before decoding."""
     n_q = history.shape[1]
-    if end > history.shape[2] - n_q or start < 0 or start > end:
+    if start < 0 or start > end or (end > start and end > history.shape[2] - n_q):
         raise SynthesisFailed(f"frames {start}..{end} are not complete in a buffer of {history.shape[2]} positions")
     positions = torch.arange(start, end, device=history.device)[None, :] + torch.arange(1, n_q + 1, device=history.device)[:, None]
     codes = torch.gather(history[0], 1, positions)
