@@ -176,4 +176,4 @@ class EspeakEngine(TtsEngine):
         return EspeakJob(self._executable, voice, segments, self.config.block_s)
 
     async def _load(self) -> None:
-        await asyncio.to_thread(lambda: self.sample_rate)
+        await asyncio.to_thread(lambda: (self._resolve_voice(None), self.sample_rate))
