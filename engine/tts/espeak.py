@@ -16,7 +16,7 @@ import numpy as np
 from foresay.engine.tts.base import PreparationOptions, TtsEngine
 from foresay.engine.tts.errors import InvalidTtsConfig, SynthesisFailed, TtsUnavailable
 from foresay.engine.tts.prepared import ChunkSink
-from foresay.engine.tts.segments import Segment
+from foresay.engine.tts.segments import Segment, SegmentJob
 
 INSTALL_HINT = ("install espeak-ng: `sudo apt install espeak-ng` (Debian/Ubuntu), `brew install espeak-ng` "
                 "(macOS), or the .msi from https://github.com/espeak-ng/espeak-ng/releases (Windows); "
@@ -96,21 +96,14 @@ def _read_exactly(stream: BinaryIO, n: int) -> bytes:
     return data
 
 
-class EspeakJob:
+class EspeakJob(SegmentJob):
     """Synthesizes segments one after another; holds between blocks (espeak-ng then waits on
     the full pipe, using no CPU); a cancel kills the running process."""
 
     def __init__(self, executable: str, voice: EspeakVoice, segments: tuple[Segment, ...], block_s: float) -> None:
+        super().__init__(segments)
         self._command = [executable, "--stdout", "--stdin", "-b", "1", *voice_arguments(voice)]
-        self._segments = segments
         self._block_s = block_s
-
-    def run(self, sink: ChunkSink) -> None:
-        for index, segment in enumerate(self._segments):
-            if not sink.proceed():
-                return
-            if not self._speak(segment, index, sink):
-                return
 
     def _speak(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
         proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -3,6 +3,7 @@ sentences at clause boundaries. Each piece keeps its character span in the origi
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from foresay.engine.tts.errors import InvalidTtsConfig, NothingToSay
@@ -79,3 +80,20 @@ def _skip_space(text: str, pos: int, end: int) -> int:
     while pos < end and text[pos].isspace():
         pos += 1
     return pos
+
+
+class SegmentJob(ABC):
+    """A synthesis job that speaks segments in order, asking the sink between them whether to go
+    on (the hold point, or a cancel)."""
+
+    def __init__(self, segments: tuple[Segment, ...]) -> None:
+        self._segments = segments
+
+    def run(self, sink) -> None:
+        for index, segment in enumerate(self._segments):
+            if not sink.proceed() or not self._speak(segment, index, sink):
+                return
+
+    @abstractmethod
+    def _speak(self, segment: Segment, index: int, sink) -> bool:
+        """Synthesizes one segment into the sink; False when it stopped early (cancelled)."""

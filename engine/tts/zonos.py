@@ -20,7 +20,7 @@ from foresay.engine.tts.base import PreparationOptions, TtsEngine
 from foresay.engine.tts.codec_stream import StreamDecodeConfig, StreamingDecoder
 from foresay.engine.tts.errors import InvalidTtsConfig, TtsUnavailable
 from foresay.engine.tts.prepared import ChunkSink
-from foresay.engine.tts.segments import Segment
+from foresay.engine.tts.segments import Segment, SegmentJob
 from foresay.engine.tts.zonos_codes import complete_frames, delayed_history, undelay
 
 INSTALL_HINT = ("Zonos is not installed. Install it from its git repository (the PyPI package of that name is "
@@ -145,28 +145,24 @@ class ModelTurns:
             self._cond.notify_all()
 
 
-class ZonosJob:
+class ZonosJob(SegmentJob):
     """Generates and decodes segments one after another. With `interleave`, the model is handed
     to other preparations between steps; models using CUDA graphs keep it for a whole segment,
     because their captured graph belongs to one generation."""
 
     def __init__(self, engine: ZonosEngine, voice: ZonosVoice, segments: tuple[Segment, ...], interleave: bool) -> None:
+        super().__init__(segments)
         self._engine = engine
         self._voice = voice
-        self._segments = segments
         self._interleave = interleave
 
-    def run(self, sink: ChunkSink) -> None:
-        for index, segment in enumerate(self._segments):
-            if not sink.proceed():
-                return
-            with sink.idle():
-                self._engine.turns.take(urgent=sink.released)
-            try:
-                if not self._generate(segment, index, sink):
-                    return
-            finally:
-                self._engine.turns.give()
+    def _speak(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
+        with sink.idle():
+            self._engine.turns.take(urgent=sink.released)
+        try:
+            return self._generate(segment, index, sink)
+        finally:
+            self._engine.turns.give()
 
     def _generate(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
         engine, model = self._engine, self._engine.backend.model
