@@ -104,3 +104,14 @@ async def test_the_bound_cancels_the_oldest_held_preparation_first():
     pool.cancel_all()
     for p in (first, second, third, fourth):
         await p.wait_done()
+
+
+@run_async
+async def test_a_stream_closed_early_cancels_the_rest():
+    job = ScriptedJob(1000)
+    prepared = Prepared("x", job, hold_target_s=0.1)
+    stream = prepared.stream()
+    await stream.__anext__()
+    await stream.aclose()
+    await prepared.wait_done()
+    assert prepared.cancelled and job.made < 1000

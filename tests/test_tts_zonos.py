@@ -3,6 +3,8 @@ Zonos's generate / callback / decode API (tests/zonos_standin.py); and the real 
 Zonos is installed (requires_zonos)."""
 import asyncio
 import importlib.util
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from foresay.engine.errors import ModelUnavailable
 from foresay.engine.tts.base import PreparationOptions
 from foresay.engine.tts.errors import InvalidTtsConfig, PreparationCancelled, SynthesisFailed, TtsUnavailable
 from foresay.engine.tts.hold import FixedHold
-from foresay.engine.tts.zonos import ZonosBackend, ZonosConfig, ZonosEngine, ZonosVoice, load_zonos_backend
+from foresay.engine.tts.zonos import ModelTurns, ZonosBackend, ZonosConfig, ZonosEngine, ZonosVoice, load_zonos_backend
 from foresay.engine.tts.zonos_codes import complete_frames, delayed_history, undelay
 from tts_support import collect, run_async
 from zonos_standin import N_Q, StandInZonos, expected_audio, standin_make_cond_dict
@@ -172,3 +174,42 @@ async def test_real_zonos_speaks_a_sentence():
     audio = _audio(chunks)
     assert engine.sample_rate == 44_100 and 0.8 < audio.size / 44_100 < 8
     assert 0.01 < float(np.sqrt(np.mean(audio ** 2))) < 0.7
+
+
+def test_model_turns_go_to_a_streaming_preparation_before_one_preparing_ahead():
+    turns = ModelTurns()
+    turns.take(urgent=False)
+    order = []
+
+    def taker(name, urgent):
+        turns.take(urgent)
+        order.append(name)
+        turns.give()
+
+    ahead = threading.Thread(target=taker, args=("ahead", False))
+    ahead.start()
+    streaming = threading.Thread(target=taker, args=("streaming", True))
+    streaming.start()
+    deadline = time.monotonic() + 5
+    while turns._urgent_waiting == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    turns.give()
+    ahead.join(5)
+    streaming.join(5)
+    assert order == ["streaming", "ahead"]
+
+
+@run_async
+async def test_a_cuda_graph_model_is_not_shared_between_unfinished_generations():
+    engine, model = _engine(hold_s=0.2)
+    model.can_use_cudagraphs = lambda: True
+    first = engine.prepare("The first draft is long enough to hold.")
+    await first.ready()
+    second = engine.prepare("The second draft waits for the model.")
+    await asyncio.sleep(0.05)
+    assert model.generate_calls == 1 and not second.holding
+    first.cancel()
+    await second.ready()
+    assert second.holding and model.generate_calls == 2
+    second.cancel()
+    await second.wait_done()

@@ -186,26 +186,29 @@ class Prepared:
     async def stream(self) -> AsyncIterator[AudioChunk]:
         """Yields the held chunks at once, then the rest as synthesis resumes. Raises
         PreparationCancelled if cancelled before; ends quietly if cancelled while streaming."""
-        if self._cancelled:
-            raise PreparationCancelled(f"this preparation was cancelled; it must not play: {self.text[:60]!r}")
         if self._streamed:
             raise AlreadyStreamed("stream() may be called once per preparation; prepare the text again")
+        if self._cancelled:
+            raise PreparationCancelled(f"this preparation was cancelled; it must not play: {self.text[:60]!r}")
         self._streamed = True
         self._stream_started_at = time.monotonic()
         self._gate.release()
         self._ready.set()
+        ended = False
         try:
             while True:
                 item = await self._queue.get()
                 if self._cancelled or item is _END:
+                    ended = True
                     return
                 if isinstance(item, _Failure):
+                    ended = True
                     raise _as_user_error(item.error, self._engine_name)
                 if self._first_delivered_at is None:
                     self._first_delivered_at = time.monotonic()
                 yield item
         finally:
-            if not self._done.is_set():
+            if not ended:  # the consumer stopped early: nobody will play the rest
                 self.cancel()
 
     def cancel(self) -> None:

@@ -257,7 +257,7 @@ class ZonosEngine(TtsEngine):
         else:
             speaker = self._speaker_embedding(Path(voice.speaker_clip))
         cond = self.backend.make_cond_dict(
-            text=text, language=voice.language, speaker=speaker, emotion=list(voice.emotion),
+            text=text, language=voice.language.lower(), speaker=speaker, emotion=list(voice.emotion),
             pitch_std=voice.pitch_std, speaking_rate=voice.speaking_rate,
             unconditional_keys=unconditional, device=model.device)
         return model.prepare_conditioning(cond)
