@@ -138,3 +138,13 @@ def test_factory_builds_the_engine_and_refuses_unknown_configs():
     assert isinstance(build_engine(EspeakConfig()), EspeakEngine)
     with pytest.raises(InvalidTtsConfig):
         build_engine(object())
+
+
+@run_async
+async def test_file_mode_for_windows_gives_the_same_audio_as_the_pipe():
+    piped = EspeakEngine(EspeakConfig(use_files=False, voice=EspeakVoice(voice="de")))
+    through_files = EspeakEngine(EspeakConfig(use_files=True, voice=EspeakVoice(voice="de")))
+    text = "Grüße aus Köln. Bis bald!"
+    a, b = await collect(piped.prepare(text)), await collect(through_files.prepare(text))
+    np.testing.assert_array_equal(_audio(a), _audio(b))
+    assert [c.span for c in a] == [c.span for c in b]

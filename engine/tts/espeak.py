@@ -8,7 +8,9 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -45,6 +47,7 @@ class EspeakConfig:
     executable: str = "espeak-ng"   # command name on PATH, or a full path
     voice: EspeakVoice = field(default_factory=EspeakVoice)  # used when prepare() gets no voice
     block_s: float = 0.25           # audio per chunk handed over while a segment is being read
+    use_files: bool | None = None   # text and audio through temp files, not pipes; None: on Windows only
     preparation: PreparationOptions = field(default_factory=PreparationOptions)
 
     def __post_init__(self) -> None:
@@ -97,28 +100,29 @@ def _read_exactly(stream: BinaryIO, n: int) -> bytes:
 
 
 class EspeakJob(SegmentJob):
-    """Synthesizes segments one after another; holds between blocks (espeak-ng then waits on
-    the full pipe, using no CPU); a cancel kills the running process."""
+    """Synthesizes segments one after another, handing audio over in blocks and holding between
+    them. Through a pipe (`use_files=False`) blocks go out as espeak-ng writes them, and a hold
+    leaves it waiting on the full pipe, using no CPU; a cancel kills it. With files (Windows,
+    where espeak-ng's --stdout output is corrupted and piped UTF-8 text misread) each segment's
+    text goes in as a UTF-8 file and its audio comes back as a WAV file, read in blocks."""
 
-    def __init__(self, executable: str, voice: EspeakVoice, segments: tuple[Segment, ...], block_s: float) -> None:
+    def __init__(self, executable: str, voice: EspeakVoice, segments: tuple[Segment, ...], block_s: float,
+                 use_files: bool = False) -> None:
         super().__init__(segments)
-        self._command = [executable, "--stdout", "--stdin", "-b", "1", *voice_arguments(voice)]
+        self._command = [executable, "-b", "1", *voice_arguments(voice)]
         self._block_s = block_s
+        self._use_files = use_files
 
     def _speak(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
-        proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        if self._use_files:
+            return self._speak_through_files(segment, index, sink)
+        proc = subprocess.Popen([*self._command, "--stdout", "--stdin"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             proc.stdin.write(segment.text.encode("utf-8"))
             proc.stdin.close()
-            rate = read_wav_header(proc.stdout)
-            block = 2 * max(1, int(self._block_s * rate))
-            while data := proc.stdout.read(block):
-                if len(data) % 2:  # a stray half sample can only come at the very end
-                    data = data[:-1]
-                sink.emit(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, rate, segment.span, index)
-                if not sink.proceed():
-                    return False
+            if not self._stream_wav(proc.stdout, segment, index, sink):
+                return False
             if proc.wait() != 0:
                 raise SynthesisFailed(f"espeak-ng failed: {proc.stderr.read().decode(errors='replace').strip()}")
             return True
@@ -128,6 +132,28 @@ class EspeakJob(SegmentJob):
             proc.wait()
             proc.stdout.close()
             proc.stderr.close()
+
+    def _speak_through_files(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
+        with tempfile.TemporaryDirectory(prefix="foresay-espeak-") as folder:
+            text_file, wav_file = Path(folder, "text.txt"), Path(folder, "speech.wav")
+            text_file.write_text(segment.text, encoding="utf-8")
+            done = subprocess.run([*self._command, "-f", str(text_file), "-w", str(wav_file)],
+                                  capture_output=True, check=False)
+            if done.returncode != 0 or not wav_file.is_file():
+                raise SynthesisFailed(f"espeak-ng failed: {done.stderr.decode(errors='replace').strip()}")
+            with wav_file.open("rb") as wav:
+                return self._stream_wav(wav, segment, index, sink)
+
+    def _stream_wav(self, stream: BinaryIO, segment: Segment, index: int, sink: ChunkSink) -> bool:
+        rate = read_wav_header(stream)
+        block = 2 * max(1, int(self._block_s * rate))
+        while data := stream.read(block):
+            if len(data) % 2:  # a stray half sample can only come at the very end
+                data = data[:-1]
+            sink.emit(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, rate, segment.span, index)
+            if not sink.proceed():
+                return False
+        return True
 
 
 class EspeakEngine(TtsEngine):
@@ -166,7 +192,8 @@ class EspeakEngine(TtsEngine):
         return voice
 
     def _make_job(self, segments: tuple[Segment, ...], voice: EspeakVoice) -> EspeakJob:
-        return EspeakJob(self._executable, voice, segments, self.config.block_s)
+        use_files = sys.platform == "win32" if self.config.use_files is None else self.config.use_files
+        return EspeakJob(self._executable, voice, segments, self.config.block_s, use_files)
 
     async def _load(self) -> None:
         await asyncio.to_thread(lambda: (self._resolve_voice(None), self.sample_rate))
