@@ -213,3 +213,54 @@ async def test_a_cuda_graph_model_is_not_shared_between_unfinished_generations()
     assert second.holding and model.generate_calls == 2
     second.cancel()
     await second.wait_done()
+
+
+@pytest.mark.requires_zonos
+@pytest.mark.skipif(importlib.util.find_spec("zonos") is None, reason="Zonos is not installed")
+@run_async
+async def test_real_zonos_generate_loop_with_a_tiny_random_backbone(monkeypatch):
+    """Zonos's own generate loop (delay pattern, EOS, callback) with a tiny random transformer and
+    the stand-in codec (no weights needed): streamed audio equals decoding the final codes."""
+    import zonos.model as zonos_model
+    from zonos.conditioning import make_cond_dict, supported_language_codes
+    from zonos.config import ZonosConfig as ModelConfig
+    from zonos_standin import StandInAutoencoder
+
+    class TinyCodec(StandInAutoencoder):
+        codebook_size = 1024
+
+        def __init__(self):
+            self.dac = torch.nn.Identity()
+
+    monkeypatch.setattr(zonos_model, "DACAutoencoder", TinyCodec)
+    config = ModelConfig.from_dict({
+        "backbone": {"d_model": 64, "n_layer": 2, "attn_mlp_d_intermediate": 128,
+                     "attn_cfg": {"num_heads": 4, "num_heads_kv": 2}},
+        "prefix_conditioner": {"projection": "linear", "conditioners": [
+            {"type": "EspeakPhonemeConditioner", "name": "espeak"},
+            {"type": "PassthroughConditioner", "name": "speaker", "cond_dim": 128, "uncond_type": "learned",
+             "projection": "linear"}]}})
+    torch.manual_seed(0)
+    model = zonos_model.Zonos(config, zonos_model.BACKBONES["torch"]).to("cpu", torch.bfloat16)
+    for p in model.parameters():
+        if p.dim() > 1:
+            torch.nn.init.normal_(p, std=0.5)
+    model.requires_grad_(False).eval()
+    finals = []
+    generate = model.generate
+    monkeypatch.setattr(model, "generate", lambda *a, **k: finals.append(generate(*a, **k)) or finals[-1])
+
+    backend = ZonosBackend(model, make_cond_dict, frozenset(supported_language_codes), lambda path: None)
+    engine = ZonosEngine(ZonosConfig(compile=False, max_seconds=1.0,
+                                     preparation=PreparationOptions(hold=FixedHold(0.3))), backend=backend)
+    prepared = engine.prepare("Hello there, how are you. Fine thanks!")
+    await prepared.ready()
+    assert prepared.holding and sum(c.audio_s for c in prepared.timing().chunks) >= 0.3
+    chunks = await collect(prepared)
+    want = np.concatenate([TinyCodec().decode(f)[0, 0].numpy() for f in finals])
+    np.testing.assert_allclose(_audio(chunks), want, atol=1e-5)
+    cancelled = engine.prepare("This one is cancelled while held.")
+    await cancelled.ready()
+    cancelled.cancel()
+    await cancelled.wait_done()
+    assert finals[-1].shape[-1] < 86  # generation stopped by the callback, not at max_seconds
