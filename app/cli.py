@@ -5,6 +5,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from foresay.app import bench_predgen, bench_tts
 from foresay.engine.errors import ForesayError
 
 
@@ -16,8 +17,6 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from foresay.app import bench_predgen
-
     parser = argparse.ArgumentParser(
         prog="foresay", description="A local voice assistant that answers while you speak.")
     parser.add_argument("--version", action="version", version=f"foresay {_version()}")
@@ -27,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     # Each command's module registers its parser here: module.register(subparsers).
     bench_predgen.register(benches)
+    bench_tts.register(benches)
     return parser
 
 

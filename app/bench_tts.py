@@ -1,0 +1,81 @@
+"""`foresay bench tts`: time to first chunk, cold and from a prepared sentence, and real-time factor."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from foresay.engine.tts.base import TtsEngine
+from foresay.engine.tts.errors import InvalidTtsConfig
+from foresay.engine.tts.factory import build_engine
+
+DEFAULT_TEXT = "Sure, I can help with that. The nearest station is about ten minutes away on foot."
+
+
+@dataclass(frozen=True)
+class TtsBenchResult:
+    engine: str
+    ttfc_cold_ms: float      # median: prepare() and stream() at once, to the first chunk delivered
+    ttfc_prepared_ms: float  # median: stream() on a prepared, held sentence, to its first chunk
+    rtf: float               # median real-time factor of the cold runs (compute s per audio s)
+    repeats: int
+
+
+async def measure(engine: TtsEngine, text: str, repeats: int) -> TtsBenchResult:
+    """Warms the engine up, then runs `repeats` cold and `repeats` prepared syntheses of `text`."""
+    if repeats < 1:
+        raise InvalidTtsConfig(f"repeats must be at least 1, got {repeats}")
+    await engine.warmup()
+    cold, prepared, rtf = [], [], []
+    for _ in range(repeats):
+        run = engine.prepare(text)
+        async for _ in run.stream():
+            pass
+        await run.wait_done()
+        timing = run.timing()
+        cold.append(timing.first_delivered_at - timing.prepared_at)
+        rtf.append(timing.rtf)
+
+        run = engine.prepare(text)
+        await run.ready()
+        async for _ in run.stream():
+            pass
+        await run.wait_done()
+        prepared.append(run.timing().ttfc_stream_s)
+    engine.close()
+    return TtsBenchResult(engine.name, 1000 * statistics.median(cold), 1000 * statistics.median(prepared),
+                          statistics.median(rtf), repeats)
+
+
+def _config(args: argparse.Namespace):
+    if args.engine == "espeak":
+        from foresay.engine.tts.espeak import EspeakConfig, EspeakVoice
+
+        return EspeakConfig(voice=EspeakVoice(voice=args.voice)) if args.voice else EspeakConfig()
+    from foresay.engine.tts.zonos import ZonosConfig, ZonosVoice
+
+    return ZonosConfig(voice=ZonosVoice(language=args.voice)) if args.voice else ZonosConfig()
+
+
+def run(args: argparse.Namespace) -> int:
+    result = asyncio.run(measure(build_engine(_config(args)), args.text, args.repeats))
+    print(f"{result.engine}: time to first chunk {result.ttfc_cold_ms:.1f} ms cold, "
+          f"{result.ttfc_prepared_ms:.2f} ms prepared; real-time factor {result.rtf:.3f} "
+          f"(medians over {result.repeats})")
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("tts", help="TTS time to first chunk (cold, prepared) and real-time factor")
+    parser.add_argument("--engine", choices=("espeak", "zonos"), default="espeak")
+    parser.add_argument("--text", default=DEFAULT_TEXT, help="text to speak")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per figure; medians are reported")
+    parser.add_argument("--voice", default=None, help="espeak-ng voice, or Zonos language code")
+    parser.add_argument("--json", dest="json_out", type=Path, default=None, metavar="OUT",
+                        help='write {"engine", "ttfc_cold_ms", "ttfc_prepared_ms", "rtf"} to OUT')
+    parser.set_defaults(func=run)
