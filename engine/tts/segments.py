@@ -2,15 +2,11 @@
 sentences at clause boundaries. Each piece keeps its character span in the original text."""
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from foresay.engine.sentences import SplitterConfig, split_sentences
 from foresay.engine.tts.errors import InvalidTtsConfig, NothingToSay
-
-# A sentence ends at ., !, ? or an ellipsis followed by whitespace, or right after CJK full stops.
-_SENTENCE_END = re.compile(r"(?<=[.!?\u2026])\s+|(?<=[\u3002\uff01\uff1f])")
-_CLAUSE_END = re.compile(r"(?<=[,;:\u3001\uff0c])\s*")
 
 
 @dataclass(frozen=True)
@@ -27,8 +23,9 @@ class Segment:
 
 @dataclass(frozen=True)
 class SentenceSplitter:
-    """Splits at sentence ends; sentences longer than `max_chars` are split again at clause marks
-    (, ; :) and, failing those, at the last space before the limit."""
+    """Splits at sentence ends (the rules of `foresay.engine.sentences`: abbreviations, decimals
+    and list numbers do not end a sentence); sentences longer than `max_chars` are cut at a
+    clause mark (, ; : or a dash) and, failing those, at the last space before the limit."""
     max_chars: int = 240  # longest piece handed to the engine in one call
 
     def __post_init__(self) -> None:
@@ -38,48 +35,9 @@ class SentenceSplitter:
     def split(self, text: str) -> tuple[Segment, ...]:
         if not text.strip():
             raise NothingToSay("there is no text to speak (empty or only whitespace)")
-        pieces: list[Segment] = []
-        for start, end in _pieces(text, 0, len(text), _SENTENCE_END):
-            pieces.extend(self._limit(text, start, end))
-        return tuple(pieces)
-
-    def _limit(self, text: str, start: int, end: int) -> list[Segment]:
-        if end - start <= self.max_chars:
-            return [Segment(text[start:end], start, end)]
-        out: list[Segment] = []
-        for s, e in _pieces(text, start, end, _CLAUSE_END):
-            while e - s > self.max_chars:
-                cut = text.rfind(" ", s + 1, s + self.max_chars)
-                cut = cut if cut > s else s + self.max_chars
-                out.append(Segment(text[s:cut], s, cut))
-                s = _skip_space(text, cut, e)
-            if s < e:
-                out.append(Segment(text[s:e], s, e))
-        return out
-
-
-def _pieces(text: str, start: int, end: int, boundary: re.Pattern) -> list[tuple[int, int]]:
-    """Non-blank stretches of text[start:end] between boundary matches, whitespace trimmed."""
-    out = []
-    pos = start
-    for m in boundary.finditer(text, start, end):
-        out.append((pos, m.start()))
-        pos = m.end()
-    out.append((pos, end))
-    trimmed = []
-    for s, e in out:
-        s = _skip_space(text, s, e)
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if s < e:
-            trimmed.append((s, e))
-    return trimmed
-
-
-def _skip_space(text: str, pos: int, end: int) -> int:
-    while pos < end and text[pos].isspace():
-        pos += 1
-    return pos
+        config = SplitterConfig(max_chars=self.max_chars, min_cut_chars=max(1, self.max_chars // 6))
+        sentences, _ = split_sentences(text, final=True, config=config)
+        return tuple(Segment(s.text, s.start, s.end) for s in sentences)
 
 
 class SegmentJob(ABC):
