@@ -253,3 +253,17 @@ def test_bad_prompts(tiny_lm):
     turn.finish()
     assert turn.reply_ids() == cold_greedy(tiny_lm, turn.prompt.ids, CONFIG.max_new_tokens)
     assert record.first_sentence
+
+
+def test_saved_history_loads_into_a_new_conversation(tiny_lm):
+    conv = Conversation(tiny_lm)
+    conv.load([("hello", "Hi there."), ("what time is it", "It is noon.")])
+    prompt = conv.prompt("thanks")
+    rendered = tiny_lm.render([{"role": "system", "content": conv.system_prompt},
+                               {"role": "user", "content": "hello"},
+                               {"role": "assistant", "content": "Hi there."},
+                               {"role": "user", "content": "what time is it"},
+                               {"role": "assistant", "content": "It is noon."},
+                               {"role": "user", "content": "thanks"}], True)
+    assert prompt.text == rendered
+    assert tiny_lm.decode(prompt.ids) == tiny_lm.decode(tiny_lm.encode(rendered))

@@ -128,6 +128,14 @@ class Conversation:
     def history_ids(self) -> list[int]:
         return list(self._history.ids)
 
+    def load(self, turns: list[tuple[str, str]]) -> None:
+        """Start from a saved history of (user, assistant) texts, e.g. after a restart."""
+        self.messages = [m for user, reply in turns
+                         for m in ({"role": "user", "content": user}, {"role": "assistant", "content": reply})]
+        self._history = self._render_history()
+        while self.messages and len(self._history.ids) + self.reserve_tokens > self.lm.max_context:
+            self._drop_oldest_turn()
+
     def reset(self) -> None:
         """A new conversation: history gone, the system prompt's cache kept."""
         self.messages = []
