@@ -106,23 +106,28 @@ def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) 
                       [u.accepted for u in record.updates if u.verified])
 
 
-def run_method(lm, method: str, conversations, config, chars_per_s: float) -> list[list[TurnResult]]:
+def run_methods(lm, methods: list[str], conversations, config, chars_per_s: float
+                ) -> dict[str, list[list[TurnResult]]]:
+    """Every method on every conversation; the methods take turns prompt by prompt, so a slow
+    spell of a shared machine hits them alike."""
     from foresay.engine.predgen.conversation import Conversation
     from foresay.engine.predgen.turn import PredGenTurn
     from foresay.engine.predgen.verifiers import make_verifier
 
-    verifier = make_verifier("greedy" if method == "baseline" else method, lm)
+    verifiers = {m: make_verifier("greedy" if m == "baseline" else m, lm) for m in methods}
+    convs = {m: Conversation(lm, reserve_tokens=config.max_new_tokens) for m in methods}
     clock = SimClock()
-    conv = Conversation(lm, reserve_tokens=config.max_new_tokens)
-    results = []
+    results: dict[str, list[list[TurnResult]]] = {m: [] for m in methods}
     for turns in conversations:
-        conv.reset()
-        per_conversation = []
-        for text in turns:
-            turn = PredGenTurn(conv, config, verifier=verifier, clock=clock)
-            per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
-            turn.commit()
-        results.append(per_conversation)
+        for method in methods:
+            conv = convs[method]
+            conv.reset()
+            per_conversation = []
+            for text in turns:
+                turn = PredGenTurn(conv, config, verifier=verifiers[method], clock=clock)
+                per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
+                turn.commit()
+            results[method].append(per_conversation)
     return results
 
 
@@ -148,30 +153,35 @@ def summarize(method: str, results, baseline) -> dict:
     }
 
 
-def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int = 3) -> dict:
-    """Wall time of turn 1 and turn N (same new-turn length): prefill the turn + decode a reply."""
+def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int = 5) -> dict:
+    """Cost of the same new turn (prefill it, decode `reply_tokens`) after no history and after
+    `turns - 1` earlier turns, timed alternately; medians."""
     from foresay.engine.decoding import greedy_decode
     from foresay.engine.kv import KVCache
     from foresay.engine.predgen.conversation import Conversation
 
-    costs: list[list[float]] = [[] for _ in range(turns)]
-    cold = []
+    first = Conversation(lm, reserve_tokens=reply_tokens)
+    late = Conversation(lm, reserve_tokens=reply_tokens)
+    for _ in range(turns - 1):
+        prompt = late.prompt(text)
+        ids, _ = greedy_decode(late.cache, list(prompt.ids), reply_tokens)
+        late.commit_turn(prompt, ids)
+    costs: dict[str, list[float]] = {"first": [], "late": [], "cold": []}
     for _ in range(repeats):
-        conv = Conversation(lm, reserve_tokens=reply_tokens)
-        for i in range(turns):
+        for name, conv in (("first", first), ("late", late)):
             conv.prefill_history()
+            conv.cache.crop(len(conv.history_ids))  # drop the previous measurement's turn
             prompt = conv.prompt(text)
             start = time.perf_counter()
-            ids, _ = greedy_decode(conv.cache, list(prompt.ids), reply_tokens)
-            costs[i].append(time.perf_counter() - start)
-            conv.commit_turn(prompt, ids)
+            greedy_decode(conv.cache, list(prompt.ids), reply_tokens)
+            costs[name].append(time.perf_counter() - start)
         start = time.perf_counter()
-        greedy_decode(KVCache(lm), list(prompt.ids), reply_tokens)
-        cold.append(time.perf_counter() - start)
-    first, last = statistics.median(costs[0]), statistics.median(costs[-1])
-    return {"turns": turns, "context_tokens": len(prompt.ids), "turn_1_ms": 1000 * first,
-            f"turn_{turns}_ms": 1000 * last, "ratio": last / first,
-            f"turn_{turns}_cold_ms": 1000 * statistics.median(cold)}
+        greedy_decode(KVCache(lm), list(late.prompt(text).ids), reply_tokens)
+        costs["cold"].append(time.perf_counter() - start)
+    first_ms, late_ms = (1000 * statistics.median(costs[k]) for k in ("first", "late"))
+    return {"turns": turns, "context_tokens": len(late.prompt(text).ids), "turn_1_ms": first_ms,
+            f"turn_{turns}_ms": late_ms, "ratio": late_ms / first_ms,
+            f"turn_{turns}_cold_ms": 1000 * statistics.median(costs["cold"])}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,11 +203,7 @@ def run(args: argparse.Namespace) -> int:
     n_prompts = sum(len(c) for c in conversations)
     print(f"model {args.model} on {lm.device} ({str(lm.dtype).removeprefix('torch.')}), "
           f"{n_prompts} prompts, {args.speed:g} chars/min", file=sys.stderr)
-    results = {}
-    for method in methods:
-        started = time.perf_counter()
-        results[method] = run_method(lm, method, conversations, config, args.speed / 60)
-        print(f"  {method}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    results = run_methods(lm, methods, conversations, config, args.speed / 60)
     summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
     report = {"model": args.model, "device": str(lm.device), "prompts": n_prompts, "methods": summary}
     if args.turn_cost:

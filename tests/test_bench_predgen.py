@@ -14,7 +14,7 @@ def test_bench_predgen_runs_and_writes_json(fixture_dir, tmp_path, capsys):
     out = tmp_path / "r.json"
     code = main(["bench", "predgen", "--model", "tiny-random", "--prompts", str(prompts),
                  "--methods", "greedy,topk:2", "--max-new-tokens", "12", "--speed", "3000",
-                 "--multi-turn", "--json", str(out)])
+                 "--multi-turn", "--turn-cost", "3", "--json", str(out)])
     assert code == 0
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed[-1].startswith("summary: 3 prompts")
@@ -27,6 +27,9 @@ def test_bench_predgen_runs_and_writes_json(fixture_dir, tmp_path, capsys):
         assert 0 <= m["overhead_share"] <= 1 and sum(m["outcomes"].values()) == 3
     assert report["methods"]["greedy"]["reply_identical"] == 1.0
     assert report["methods"]["baseline"]["speedup"] == 1.0
+    cost = report["turn_cost"]
+    assert cost["turns"] == 3 and cost["turn_1_ms"] > 0 and cost["turn_3_ms"] > 0
+    assert cost["context_tokens"] > 2 * len("What is the weather in Paris today?".split())
 
 
 def test_bad_prompt_files(tmp_path):
