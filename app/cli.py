@@ -5,7 +5,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from foresay.app import bench_predgen, bench_tts
+from foresay.app import bench_predgen, bench_tts, doctor
 from foresay.engine.errors import ForesayError
 
 
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"foresay {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    doctor.register(commands)
     bench = commands.add_parser("bench", help="benchmarks (predgen; asr, tts, e2e as they land)")
     benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     # Each command's module registers its parser here: module.register(subparsers).

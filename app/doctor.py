@@ -1,0 +1,131 @@
+"""`foresay doctor`: checks what Foresay needs and says what to fix."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    essential: bool = True
+
+
+def _package(module: str, pip_name: str) -> Check:
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # an import can fail in many ways (missing libs, ABI)
+        return Check(f"python package {pip_name}", False, f"import {module} failed: {exc}",
+                     f"pip install '{pip_name}' (or rerun: bash packaging/bootstrap.sh app)")
+    return Check(f"python package {pip_name}", True, getattr(mod, "__version__", "installed"))
+
+
+def check_packages() -> list[Check]:
+    return [_package(m, p) for m, p in (
+        ("torch", "torch"), ("transformers", "transformers"), ("faster_whisper", "faster-whisper"),
+        ("numpy", "numpy"), ("soxr", "soxr"), ("webrtcvad", "webrtcvad-wheels"),
+        ("PySide6", "PySide6-Essentials"), ("qasync", "qasync"))]
+
+
+def check_torch() -> list[Check]:
+    try:
+        import torch
+    except Exception:
+        return []
+    if not torch.cuda.is_available():
+        build = "CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build, no GPU seen"
+        return [Check("CUDA GPU", False, f"none ({build}); Foresay runs on the CPU with small models",
+                      "for the flagship models install a CUDA build of torch and the NVIDIA driver",
+                      essential=False)]
+    checks = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        gib = props.total_memory / 2**30
+        checks.append(Check(f"CUDA GPU {i}", True, f"{props.name}, {gib:.1f} GiB"))
+    return checks
+
+
+def check_portaudio() -> list[Check]:
+    try:
+        import sounddevice as sd
+    except OSError as exc:
+        return [Check("PortAudio", False, str(exc), "install libportaudio2 (apt install libportaudio2)")]
+    except ImportError as exc:
+        return [Check("PortAudio", False, str(exc), "pip install sounddevice")]
+    devices = sd.query_devices()
+    inputs = [d for d in devices if d["max_input_channels"] > 0]
+    outputs = [d for d in devices if d["max_output_channels"] > 0]
+    checks = [Check("PortAudio", True, sd.get_portaudio_version()[1])]
+    checks.append(Check("input device", bool(inputs), f"{len(inputs)} found",
+                        "connect a microphone, or use `foresay replay FILE.wav`"))
+    checks.append(Check("output device", bool(outputs), f"{len(outputs)} found",
+                        "connect speakers or headphones, or write replies to a WAV (`--out`)",
+                        essential=False))
+    return checks
+
+
+def check_espeak() -> list[Check]:
+    path = shutil.which("espeak-ng")
+    if not path:
+        return [Check("espeak-ng", False, "not found on PATH",
+                      "apt install espeak-ng / brew install espeak-ng / the Windows .msi from the "
+                      "espeak-ng releases")]
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    return [Check("espeak-ng", out.returncode == 0, out.stdout.strip() or out.stderr.strip())]
+
+
+def check_zonos() -> list[Check]:
+    found = importlib.util.find_spec("zonos") is not None
+    return [Check("Zonos TTS", found, "installed" if found else "not installed (espeak-ng is used)",
+                  'pip install "zonos @ git+https://github.com/Zyphra/Zonos.git" (GPU recommended)',
+                  essential=False)]
+
+
+def check_model_cache() -> list[Check]:
+    try:
+        from huggingface_hub import scan_cache_dir
+        info = scan_cache_dir()
+    except Exception as exc:
+        return [Check("model cache", True, f"empty or unreadable ({exc.__class__.__name__}); "
+                      "models download on first use", essential=False)]
+    names = sorted(r.repo_id for r in info.repos)
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    detail = f"{len(names)} models, {info.size_on_disk / 2**30:.1f} GiB" + (": " + ", ".join(names[:6]) if names else "")
+    return [Check("model cache", True, detail + (" (offline mode)" if offline else ""), essential=False)]
+
+
+CHECKS: list[Callable[[], list[Check]]] = [check_packages, check_torch, check_portaudio, check_espeak,
+                                           check_zonos, check_model_cache]
+
+
+def run_checks(checks=None) -> list[Check]:
+    out = []
+    for check in checks or CHECKS:
+        out.extend(check())
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    results = run_checks()
+    for c in results:
+        mark = "ok  " if c.ok else ("FAIL" if c.essential else "note")
+        print(f"[{mark}] {c.name}: {c.detail}")
+        if not c.ok and c.fix:
+            print(f"       fix: {c.fix}")
+    failed = [c for c in results if not c.ok and c.essential]
+    print(f"doctor: {len(failed)} problem(s) to fix" if failed else "doctor: everything Foresay needs is here")
+    return 1 if failed else 0
+
+
+def register(commands) -> None:
+    p = commands.add_parser("doctor", help="check packages, GPU, audio devices, espeak-ng, Zonos, models")
+    p.set_defaults(func=run)
