@@ -12,7 +12,7 @@ from foresay.engine.events import LoadProgress, PartialTranscript, StatusMessage
 from foresay.ui.about import about_text, foresay_version
 from foresay.ui.bridge import EventBridge
 from foresay.ui.controls import NO_DEVICES
-from foresay.ui.main_window import MainWindow, WindowConfig
+from foresay.ui.main_window import MainWindow
 from foresay.ui.settings import SettingsChoices, SettingsOptions
 from foresay.ui.theme import DRAFT_ACCEPTED, DRAFT_NEW, DRAFT_REJECTED
 from ui_support import (  # noqa: F401  (fixtures)
@@ -141,12 +141,14 @@ def test_button_and_space_together_make_one_press(window):
 
 def test_the_configured_shortcut_holds_push_to_talk_and_follows_the_settings(window):
     pressed, released = Recorder(window.ptt_pressed), Recorder(window.ptt_released)
+    assert "F9" in window.controls.ptt_button.text()
     key(window, QEvent.Type.KeyPress, Qt.Key.Key_F9)
     key(window, QEvent.Type.KeyRelease, Qt.Key.Key_F9)
     assert (len(pressed), len(released)) == (1, 1)
     dialog = window.open_settings()
     dialog.ptt_shortcut.setKeySequence("Ctrl+T")
     dialog.accept()
+    assert "Ctrl+T" in window.controls.ptt_button.text()
     key(window, QEvent.Type.KeyPress, Qt.Key.Key_F9)
     assert len(pressed) == 1
     ctrl = Qt.KeyboardModifier.ControlModifier
@@ -262,7 +264,11 @@ def test_screenshots_of_the_main_window_mid_turn_and_of_the_overlay(window):
     window.refresh()
     drain()
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
-    shots = {"main_window_mid_turn.png": window.grab(), "latency_overlay.png": window.overlay.grab()}
+    dialog = window.open_settings()
+    drain()
+    shots = {"main_window_mid_turn.png": window.grab(), "latency_overlay.png": window.overlay.grab(),
+             "settings_dialog.png": dialog.grab()}
+    dialog.reject()
     for name, pixmap in shots.items():
         assert pixmap.save(str(OUTPUT_DIR / name))
         image = pixmap.toImage()

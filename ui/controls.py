@@ -106,7 +106,7 @@ class ControlsPanel(QWidget):
         self.mode.currentIndexChanged.connect(self._on_mode)
         layout.addWidget(self.mode)
 
-        self.ptt_button = QPushButton("Hold to talk (Space)")
+        self.ptt_button = QPushButton()
         self.ptt_button.setMinimumWidth(170)
         self.ptt_button.pressed.connect(lambda: ptt.press("button"))
         self.ptt_button.released.connect(lambda: ptt.release("button"))
@@ -138,6 +138,9 @@ class ControlsPanel(QWidget):
         for box in (self.input_device, self.output_device):
             self.set_devices(box, [])
         self._apply_mode(Mode(mode))
+
+    def show_shortcut(self, shortcut: QKeySequence) -> None:
+        self.ptt_button.setText(f"Hold to talk (Space, {shortcut.toString(QKeySequence.SequenceFormat.NativeText)})")
 
     def current_mode(self) -> Mode:
         return Mode(self.mode.currentData())

@@ -42,8 +42,11 @@ def draft_html(draft: DraftParts) -> str:
     return f'<p style="margin-left:16px;">{legend}{ready}<br><b>Foresay</b> <i>(drafting)</i>: {parts}</p>'
 
 
+MAX_SHOWN_TURNS = 200  # older turns stay in the model; redrawing them all would grow without bound
+
+
 def conversation_html(model: ConversationModel) -> str:
-    blocks = [turn_html(t) for t in model.turns]
+    blocks = [turn_html(t) for t in model.turns[-MAX_SHOWN_TURNS:]]
     committed, tentative = model.live_user_text
     if committed or tentative:
         blocks.append(partial_html(committed, tentative))

@@ -74,6 +74,7 @@ class MainWindow(QMainWindow):
         for name in ("mode_changed", "mute_toggled", "stop_reply", "input_device_changed", "output_device_changed"):
             getattr(self.controls, name).connect(getattr(self, name))
         self.key_filter = PttKeyFilter(self, self.ptt, parse_shortcut(choices.ptt_shortcut))
+        self.controls.show_shortcut(self.key_filter.shortcut)
         QApplication.instance().installEventFilter(self.key_filter)
 
         self.phase = QLabel()
@@ -153,6 +154,7 @@ class MainWindow(QMainWindow):
             return
         self.choices = choices
         self.key_filter.shortcut = parse_shortcut(choices.ptt_shortcut)
+        self.controls.show_shortcut(self.key_filter.shortcut)
         self.settings_changed.emit(choices)
 
     def show_about(self):

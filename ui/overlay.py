@@ -3,7 +3,7 @@ voice-to-voice figure and the last turn's stage bar. Drag it anywhere; it rememb
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QSettings, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter
+from PySide6.QtGui import QColor, QGuiApplication, QMouseEvent, QPainter
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from .latency import LatencyModel
@@ -39,6 +39,11 @@ class LatencyOverlay(QWidget):
         saved = settings.value(POSITION_KEY)
         if isinstance(saved, QPoint):
             self.move(saved)
+        else:  # first use: the top-right corner of the primary screen
+            screen = QGuiApplication.primaryScreen()
+            if screen is not None:
+                area = screen.availableGeometry()
+                self.move(area.right() - self.width() - 24, area.top() + 24)
 
     def refresh(self, model: LatencyModel) -> None:
         ms, running = model.live_voice_to_voice()

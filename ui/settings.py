@@ -94,6 +94,8 @@ def combo(items, current: str, editable: bool) -> QComboBox:
     if current and box.findText(current) < 0:
         box.addItem(current)
     box.setCurrentText(current)
+    if editable:
+        box.lineEdit().setPlaceholderText("(the profile's choice)")
     return box
 
 
