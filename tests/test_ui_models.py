@@ -65,6 +65,7 @@ def test_a_finished_turn_lands_in_the_history_and_the_draft_clears():
     assert model.phase == LISTENING
     assert model.live_user_text == ("", "")
     assert model.draft.text == ""
+    assert not model.apply(PartialTranscript(1, 20.0, revision=7, committed="late partial"))
 
 
 def test_reply_grows_by_sentence_and_an_interrupt_marks_it():

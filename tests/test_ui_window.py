@@ -93,7 +93,7 @@ def test_draft_parts_render_distinctly(window):
     assert rejected.foreground().color() == QColor(DRAFT_REJECTED) and rejected.fontStrikeOut()
     assert new.foreground().color() == QColor(DRAFT_NEW) and new.fontItalic()
     assert not accepted.fontStrikeOut() and not accepted.fontItalic()
-    assert "first sentence prepared" in shown
+    assert "first sentence ready for the TTS" in shown
     assert window.phase.text() == "<b>user speaking</b>"
 
 
@@ -127,6 +127,13 @@ def test_space_holds_push_to_talk_and_auto_repeat_is_ignored(window):
     key(window, QEvent.Type.KeyRelease, Qt.Key.Key_Space)
     assert (len(pressed), len(released)) == (1, 1)
     assert len(stops) == 0 and not window.controls.ptt_button.isDown()
+
+
+def test_leaving_the_window_lets_go_of_a_held_key(window):
+    pressed, released = Recorder(window.ptt_pressed), Recorder(window.ptt_released)
+    key(window, QEvent.Type.KeyPress, Qt.Key.Key_F9)
+    QApplication.sendEvent(window, QEvent(QEvent.Type.WindowDeactivate))
+    assert (len(pressed), len(released)) == (1, 1)
 
 
 def test_button_and_space_together_make_one_press(window):

@@ -53,8 +53,9 @@ class PushToTalk(QObject):
 
 class PttKeyFilter(QObject):
     """Application-wide key filter: Space or the configured shortcut, pressed while a widget of
-    `window` has the focus, holds push-to-talk until released. Auto-repeat is ignored; the keys
-    are consumed so Space does not also click the focused button."""
+    `window` has the focus, holds push-to-talk until released (or until the window loses the
+    focus). Auto-repeat is ignored; the keys are consumed so Space does not also click the
+    focused button."""
 
     def __init__(self, window: QWidget, ptt: PushToTalk, shortcut: QKeySequence):
         super().__init__(window)
@@ -72,6 +73,11 @@ class PttKeyFilter(QObject):
         return None
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.WindowDeactivate and obj is self._window:
+            # the key's release will go to another window: let go now rather than stay stuck
+            self._ptt.release("space")
+            self._ptt.release("shortcut")
+            return False
         if event.type() not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease):
             return False
         if not isinstance(obj, QWidget) or not (obj is self._window or self._window.isAncestorOf(obj)):

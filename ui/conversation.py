@@ -77,6 +77,7 @@ class ConversationModel:
     phase: str = LISTENING
     current_turn: int = -1
     version: int = 0
+    final_turn: int = -1  # the latest turn whose final transcript arrived: its partials are stale
 
     def apply(self, event: Event) -> bool:
         """Updates the model from one event; returns whether anything changed."""
@@ -107,7 +108,7 @@ class ConversationModel:
     def _on_partial(self, e: PartialTranscript) -> bool:
         if not self._enter_turn(e.turn_id):
             return False
-        if e.revision <= self.partial.revision:
+        if e.revision <= self.partial.revision or e.turn_id == self.final_turn:
             return False
         self.partial = Partial(e.turn_id, e.revision, e.committed, e.tentative)
         self.phase = USER_SPEAKING
@@ -143,6 +144,7 @@ class ConversationModel:
         self.turns = [t for t in self.turns if not (t.role == "user" and t.turn_id == e.turn_id)]
         self.turns.append(ChatTurn("user", e.turn_id, e.text))
         self.partial = Partial(e.turn_id, self.partial.revision)
+        self.final_turn = e.turn_id
         self.phase = THINKING
         return True
 

@@ -34,7 +34,7 @@ def draft_html(draft: DraftParts) -> str:
              f'<span style="color:{DRAFT_REJECTED}; text-decoration:line-through;">{escape(draft.rejected)}</span>'
              f'{" " if draft.rejected and draft.new else ""}'
              f'<span style="color:{DRAFT_NEW}; font-style:italic; text-decoration:underline;">{escape(draft.new)}</span>')
-    ready = f' <span style="color:{DRAFT_ACCEPTED};">\u2714 first sentence prepared</span>' if draft.first_sentence else ""
+    ready = f' <span style="color:{DRAFT_ACCEPTED};">\u2714 first sentence ready for the TTS</span>' if draft.first_sentence else ""
     legend = (f'<span style="font-size:small; color:{TENTATIVE};">draft (P(end of turn) {draft.p_end_of_turn:.2f}):'
               f' <span style="color:{DRAFT_ACCEPTED};">accepted</span> ·'
               f' <span style="color:{DRAFT_REJECTED}; text-decoration:line-through;">rejected</span> ·'

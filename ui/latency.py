@@ -93,9 +93,11 @@ class LatencyModel:
     underruns: int = 0
     turns: int = 0
     version: int = 0
-    _pending_from: float | None = None   # last voiced frame of a turn still waiting for its reply
-    _pending_turn: int = -1
-    _live_ms: float | None = None        # clock stopped at the first chunk, until metrics arrive
+    # the live clock: last voiced frame of the turn still waiting for its reply; the figure it
+    # stopped at on the reply's first chunk, shown until that turn's metrics arrive
+    _pending_from: float | None = field(default=None, init=False)
+    _pending_turn: int = field(default=-1, init=False)
+    _live_ms: float | None = field(default=None, init=False)
 
     def apply(self, event: Event) -> bool:
         if isinstance(event, TurnMetrics):

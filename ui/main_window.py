@@ -196,6 +196,7 @@ class MainWindow(QMainWindow):
         if loading:
             text = f"Loading {loading}\u2026" + (f" \u2014 {text}" if text else "")
         self.status_text.setText(text)
+        self.status_text.setToolTip("Errors since start:\n" + "\n".join(status.errors[-10:]) if status.errors else "")
         fraction = status.overall_progress()
         self.progress.setVisible(bool(status.loading))
         if fraction is None:
