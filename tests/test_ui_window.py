@@ -250,6 +250,18 @@ def test_events_from_another_thread_arrive_in_the_gui_thread_in_order(window):
     assert window.bridge.conversation.partial.committed == "word 200"
 
 
+def test_the_window_remembers_its_size(qapp, qsettings):
+    first = MainWindow(EventBridge(), qsettings)
+    first.resize(790, 530)
+    first.show()
+    drain()
+    assert (first.width(), first.height()) == (790, 530)
+    first.close()
+    second = MainWindow(EventBridge(), qsettings)
+    assert (second.width(), second.height()) == (790, 530)
+    second.close()
+
+
 def test_about_shows_the_installed_version(window):
     box = window.show_about()
     assert foresay_version()[0].isdigit() and foresay_version() in box.text() == about_text()

@@ -24,6 +24,7 @@ from .settings import SettingsChoices, SettingsDialog, SettingsOptions, parse_sh
 from .theme import ERROR, WARNING
 
 MAX_REFRESH_HZ = 30.0
+GEOMETRY_KEY = "window/geometry"
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ class MainWindow(QMainWindow):
         self.timer.setInterval(round(1000 / config.refresh_hz))
         self.timer.timeout.connect(self.refresh)
         self.timer.start()
-        self.resize(980, 600)
+        self._settings = settings
+        if not self.restoreGeometry(settings.value(GEOMETRY_KEY, b"")):
+            self.resize(980, 600)
         self.refresh()
 
     def _build_menus(self) -> None:
@@ -207,6 +210,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:
         self.timer.stop()
+        self._settings.setValue(GEOMETRY_KEY, self.saveGeometry())
+        self._settings.sync()
         self.ptt.release_all()
         self.overlay.close()
         QApplication.instance().removeEventFilter(self.key_filter)
