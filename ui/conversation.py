@@ -53,9 +53,9 @@ class Partial:
 def split_draft(previous: str, event: DraftUpdated) -> tuple[str, str, str]:
     """(accepted, rejected, new) for a draft update.
 
-    Uses the event's own split when the producer filled it in. Otherwise the accepted part is the
-    longest common prefix of the old and new draft text, cut back to a word boundary (a token the
-    verifier kept is never split into two words, so this is the best text-level reading)."""
+    Uses the event's own split when the producer filled it in. Otherwise it reads the split from
+    the text alone: the accepted part is the longest common prefix of the old and new draft, cut
+    back to the start of the word where they differ (a word that changed counts as redrafted)."""
     if event.accepted_text or event.rejected_text or event.new_text:
         return event.accepted_text, event.rejected_text, event.new_text
     new = event.draft
