@@ -62,6 +62,12 @@ class DraftUpdated(Event):
     draft: str = ""
     accepted_tokens: int = 0
     p_end_of_turn: float = 0.0
+    # The draft as text, split by this update's verification: `accepted_text` is the old draft's
+    # prefix that survived, `rejected_text` the old tail it threw away, `new_text` what was drafted
+    # after it (draft == accepted_text + new_text). All empty: the producer did not split it.
+    accepted_text: str = ""
+    rejected_text: str = ""
+    new_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,3 +105,54 @@ class AudioChunk(Event):
 class TurnMetrics(Event):
     """One turn's latency record (see DESIGN.md section 6); None where not measured."""
     values: dict = field(default_factory=dict)
+
+
+# --- app status (model loading, errors) -----------------------------------------------------
+
+from foresay.engine.errors import ForesayError  # noqa: E402  (kept with the events that use it)
+
+
+class BadEvent(ForesayError):
+    """An event was built with values it cannot carry."""
+
+
+STATUS_LEVELS = ("info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class StatusMessage(Event):
+    """Something to tell the user that belongs to no turn (use turn_id 0): loading, ready, errors."""
+    text: str = ""
+    level: str = "info"  # one of STATUS_LEVELS
+
+    def __post_init__(self):
+        if self.level not in STATUS_LEVELS:
+            raise BadEvent(f"StatusMessage level must be one of {STATUS_LEVELS}, got {self.level!r}")
+
+
+@dataclass(frozen=True)
+class LoadProgress(Event):
+    """Progress of loading or downloading one component's model (use turn_id 0).
+
+    `done` and `total` are in the same unit (bytes, files, steps); `total` None means unknown.
+    A component is loaded when `done == total`.
+    """
+    component: str = ""  # e.g. "asr", "llm", "tts"
+    label: str = ""      # what is loading, e.g. the model id
+    done: float = 0.0
+    total: float | None = None
+
+    def __post_init__(self):
+        if not self.component:
+            raise BadEvent("LoadProgress needs a component name")
+        if self.done < 0 or (self.total is not None and (self.total <= 0 or self.done > self.total)):
+            raise BadEvent(f"LoadProgress for {self.component}: need 0 <= done <= total, "
+                             f"got done={self.done}, total={self.total}")
+
+    @property
+    def fraction(self) -> float | None:
+        return None if self.total is None else self.done / self.total
+
+    @property
+    def finished(self) -> bool:
+        return self.total is not None and self.done >= self.total

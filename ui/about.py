@@ -1,0 +1,33 @@
+"""The About box: what Foresay is and which version is running."""
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+import PySide6
+
+
+def foresay_version() -> str:
+    try:
+        return version("foresay")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def about_text() -> str:
+    return (f"<h3>Foresay {foresay_version()}</h3>"
+            "<p>A local voice assistant that answers while you are still speaking: PredGen drafts "
+            "and verifies the reply on every partial transcript, so the first sentence is ready "
+            "when you stop.</p>"
+            f"<p>Qt for Python {PySide6.__version__}</p>")
+
+
+def about_box(parent: QWidget | None = None) -> QMessageBox:
+    """A non-modal About box (shown with open(), so the event loop never waits on it)."""
+    box = QMessageBox(parent)
+    box.setWindowTitle("About Foresay")
+    box.setTextFormat(Qt.TextFormat.RichText)
+    box.setText(about_text())
+    return box
