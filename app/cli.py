@@ -5,6 +5,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from foresay.app import bench_asr
 from foresay.engine.errors import ForesayError
 
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmarks (predgen; asr, tts, e2e as they land)")
     benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     # Each command's module registers its parser here: module.register(subparsers).
+    bench_asr.register(benches)
     return parser
 
 

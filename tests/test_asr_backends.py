@@ -1,0 +1,40 @@
+"""The transformers backends stream identically: SpecASR partials equal greedy partials."""
+import pytest
+
+from asr_support import noise_audio
+from foresay.engine.asr.backends import DecodeLimits, GreedyBackend, SpecAsrBackend
+from foresay.engine.asr.errors import IncompatibleModels, InvalidAsrConfig
+from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.specasr import SpecConfig
+from foresay.engine.asr.streaming import StreamingTranscriber
+from foresay.engine.asr.vocab import WhisperVocab
+
+
+def stream(backend, audio):
+    transcriber = StreamingTranscriber(backend, turn_id=2, history="Earlier we spoke about trains.")
+    hop = SAMPLE_RATE // 4
+    partials = []
+    for at in range(0, len(audio), hop):
+        transcriber.append(audio[at: at + hop])
+        partials.append(transcriber.hop())
+    return partials, transcriber.finish(), transcriber.decodes
+
+
+def test_specasr_streams_exactly_like_greedy_and_recycles_the_previous_tail(whisper_models):
+    target, draft = whisper_models("tiny-random"), whisper_models("tiny-random-draft")
+    limits = DecodeLimits(max_new_tokens=12)
+    audio = noise_audio(8, seconds=1.5)
+    greedy = stream(GreedyBackend(target, limits), audio)
+    spec = stream(SpecAsrBackend(target, draft, SpecConfig(tree_budget=2), limits), audio)
+    assert greedy[0] == spec[0] and greedy[1] == spec[1]
+    assert sum(d.stats.target_passes for d in spec[2]) < sum(d.stats.target_passes for d in greedy[2])
+    assert any(d.stats.recycled for d in spec[2][1:])  # later hops start from the previous tail
+
+
+def test_mismatched_vocabularies_are_refused(whisper_models):
+    target = whisper_models("tiny-random")
+    other = type(target)(**{**target.__dict__, "vocab": WhisperVocab(**{**target.vocab.__dict__, "size": 51865})})
+    with pytest.raises(IncompatibleModels, match="do not share a vocabulary"):
+        SpecAsrBackend(target, other)
+    with pytest.raises(InvalidAsrConfig):
+        DecodeLimits(max_new_tokens=0)
