@@ -38,3 +38,25 @@ def test_mismatched_vocabularies_are_refused(whisper_models):
         SpecAsrBackend(target, other)
     with pytest.raises(InvalidAsrConfig):
         DecodeLimits(max_new_tokens=0)
+
+
+def test_config_picks_the_backend(asr_fixture_root):
+    from foresay.engine.asr import AsrConfig, FasterWhisperBackend, build_backend
+
+    assert AsrConfig(target="tiny-random").chosen_backend == "faster-whisper"
+    assert AsrConfig(target="tiny-random", draft="tiny-random-draft").chosen_backend == "specasr"
+    assert AsrConfig(device="cuda").torch_dtype_name() == "float16"
+    with pytest.raises(InvalidAsrConfig, match="needs a draft"):
+        AsrConfig(backend="specasr")
+    with pytest.raises(InvalidAsrConfig, match="backend must be"):
+        AsrConfig(backend="whisper.cpp")
+    short = DecodeLimits(max_new_tokens=24)
+    spec = build_backend(AsrConfig(target="tiny-random", draft="tiny-random-draft", limits=short,
+                                   fixture_root=asr_fixture_root))
+    greedy = build_backend(AsrConfig(target="tiny-random", backend="greedy", limits=short,
+                                     fixture_root=asr_fixture_root))
+    fast = build_backend(AsrConfig(target="tiny-random", fixture_root=asr_fixture_root))
+    assert isinstance(spec, SpecAsrBackend) and isinstance(greedy, GreedyBackend)
+    assert isinstance(fast, FasterWhisperBackend)
+    audio = noise_audio(9, seconds=0.5)
+    assert spec.transcribe(audio).tokens == greedy.transcribe(audio).tokens
