@@ -30,7 +30,7 @@ def test_bench_reports_every_method_identical(asr_fixture_root, tmp_path, monkey
     write_wav(tmp_path / "clip.wav", np.random.default_rng(0).uniform(-0.3, 0.3, 8000 * 3), 8000, channels=2)
     out = tmp_path / "asr.json"
     code = main(["bench", "asr", "--audio", str(tmp_path), "--max-new-tokens", "16", "--stream-tail-tokens", "4",
-                 "--threads", "1", "--json", str(out)])
+                 "--threads", "1", "--repeats", "1", "--json", str(out)])
     assert code == 0
     report = json.loads(out.read_text())
     assert set(report["methods"]) == {"target_greedy", "chain_speculative", "specasr_adaptive", "specasr_tree"}
