@@ -14,50 +14,45 @@ def time_passes(device: str, shapes: dict = WHISPER_SHAPES, dtype: str = "float1
                 context: int = 32, verify: int = 25) -> dict:
     """Per shape: encoder ms, one decoder pass of 1 token and of `verify` tokens after
     `context` cached tokens (the cost of a greedy step and of a verification)."""
+    return {name: _time_shape(shape, device, dtype, repeats, context, verify) for name, shape in shapes.items()}
+
+
+def _time_shape(shape: dict, device: str, dtype: str, repeats: int, context: int, verify: int) -> dict:
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
     from foresay.engine.asr.cursor import DecoderCursor
 
-    torch_dtype = getattr(torch, dtype)
-    results = {}
-    for name, shape in shapes.items():
-        config = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=shape["d_model"],
-                               encoder_layers=shape["layers"], decoder_layers=shape["layers"],
-                               encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
-                               encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"])
-        model = WhisperForConditionalGeneration(config).to(device, torch_dtype).eval()
-        features = torch.randn(1, 80, 3000, device=device, dtype=torch_dtype)
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
 
-        def timed(fn):
-            fn()  # warm-up
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            started = time.perf_counter()
-            for _ in range(repeats):
-                out = fn()
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            return out, 1000 * (time.perf_counter() - started) / repeats
+    config = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=shape["d_model"],
+                           encoder_layers=shape["layers"], decoder_layers=shape["layers"],
+                           encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
+                           encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"])
+    model = WhisperForConditionalGeneration(config).to(device, getattr(torch, dtype)).eval()
+    features = torch.randn(1, 80, 3000, device=device, dtype=model.dtype)
+    with torch.inference_mode():
+        encoder_out = model.model.encoder(features).last_hidden_state  # warm-up
+        sync()
+        started = time.perf_counter()
+        for _ in range(repeats):
+            encoder_out = model.model.encoder(features).last_hidden_state
+        sync()
+        encoder_ms = 1000 * (time.perf_counter() - started) / repeats
 
-        with torch.inference_mode():
-            encoder_out, encoder_ms = timed(lambda: model.model.encoder(features).last_hidden_state)
-            tokens = list(range(1000, 1000 + context))
+        def decoder_ms(n: int) -> float:
+            total = 0.0
+            for run in range(repeats + 1):  # run 0 warms up
+                cursor = DecoderCursor(model, encoder_out)
+                cursor.extend(list(range(1000, 1000 + context)))
+                sync()
+                started = time.perf_counter()
+                cursor.extend(list(range(2000, 2000 + n)))
+                sync()
+                total += (time.perf_counter() - started) if run else 0.0
+            return 1000 * total / repeats
 
-            def decoder_pass(n):
-                def run():
-                    cursor = DecoderCursor(model, encoder_out)
-                    cursor.extend(tokens)
-                    started = time.perf_counter()
-                    cursor.extend(list(range(2000, 2000 + n)))
-                    if device.startswith("cuda"):
-                        torch.cuda.synchronize()
-                    return time.perf_counter() - started
-                return run
-
-            one = sum(decoder_pass(1)() for _ in range(repeats)) / repeats
-            many = sum(decoder_pass(verify)() for _ in range(repeats)) / repeats
-        results[name] = {"encoder_ms": round(encoder_ms, 2), "decoder_pass_1_ms": round(1000 * one, 3),
-                         f"decoder_pass_{verify}_ms": round(1000 * many, 3)}
-        del model
-    return results
+        return {"encoder_ms": round(encoder_ms, 2), "decoder_pass_1_ms": round(decoder_ms(1), 3),
+                f"decoder_pass_{verify}_ms": round(decoder_ms(verify), 3)}

@@ -1,9 +1,13 @@
 """Shared ASR test fixtures: the tiny random Whisper pair, built once per test session."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
+
+from foresay.engine.asr.scripted import ScriptedBackend
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +34,15 @@ def whisper_models(asr_fixture_root):
 
 def noise_audio(seed: int, seconds: float = 2.0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(int(16000 * seconds)) * 0.1).astype(np.float32)
+
+
+class SlowScripted(ScriptedBackend):
+    """The scripted recognizer, taking `seconds` per decode like a real model."""
+
+    def __init__(self, utterance, seconds):
+        super().__init__(utterance)
+        self.seconds = seconds
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        time.sleep(self.seconds)
+        return super().transcribe(audio, forced, prompt, guess)

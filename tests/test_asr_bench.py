@@ -1,11 +1,11 @@
 """`foresay bench asr`: the JSON it promises, its inputs, and the streaming-delay simulation."""
 import json
-import time
 import wave
 
 import numpy as np
 import pytest
 
+from asr_support import SlowScripted
 from foresay.app.asr_latency import simulate
 from foresay.app.asr_pass_timing import time_passes
 from foresay.app.bench_asr import load_clips
@@ -57,22 +57,12 @@ def test_long_files_are_cut_into_windows(tmp_path):
     assert [len(c) / 16000 for c in clips] == [30.0, 30.0, 10.0]
 
 
-class CostlyScripted(ScriptedBackend):
-    def __init__(self, utterance, seconds):
-        super().__init__(utterance)
-        self.seconds = seconds
-
-    def transcribe(self, audio, forced=(), prompt=(), guess=()):
-        time.sleep(self.seconds)
-        return super().transcribe(audio, forced, prompt, guess)
-
-
 def test_delays_follow_the_cadence_and_the_compute_time():
     utterance = SyntheticUtterance(tuple("one two three four five six".split()))
     instant = simulate(ScriptedBackend(utterance), utterance, StreamingConfig(hop_ms=100))
     assert all(0 <= d <= 100 + 5 for d in instant.word_delay_ms) and instant.skipped == 0
     assert instant.final_delay_ms < 20
-    slow = simulate(CostlyScripted(utterance, 0.25), utterance, StreamingConfig(hop_ms=100))
+    slow = simulate(SlowScripted(utterance, 0.25), utterance, StreamingConfig(hop_ms=100))
     assert slow.skipped > 0 and min(slow.word_delay_ms) >= 240 and slow.final_delay_ms >= 250
     assert slow.summary()["word_delay_ms_p90"] >= slow.summary()["word_delay_ms_mean"]
 

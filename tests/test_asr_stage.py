@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from asr_support import SlowScripted
 from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
@@ -12,16 +13,6 @@ from foresay.engine.asr.streaming import StreamingConfig
 from foresay.engine.events import FinalTranscript, PartialTranscript
 
 WORDS = ("turn", "the", "lights", "off")
-
-
-class SlowBackend(ScriptedBackend):
-    def __init__(self, utterance, seconds):
-        super().__init__(utterance)
-        self.seconds = seconds
-
-    def transcribe(self, audio, forced=(), prompt=(), guess=()):
-        time.sleep(self.seconds)
-        return super().transcribe(audio, forced, prompt, guess)
 
 
 async def speak(stage, audio, chunk_ms=20, speed=4.0):
@@ -59,7 +50,7 @@ def test_partials_on_cadence_then_the_final():
 
 
 def test_slow_hops_are_coalesced_not_queued_and_the_final_still_runs():
-    backend = SlowBackend(SyntheticUtterance(WORDS), seconds=0.15)
+    backend = SlowScripted(SyntheticUtterance(WORDS), seconds=0.15)
     stage, events, final, elapsed = run_turn(backend, hop_ms=50)
     assert stage.hops_skipped > stage.hops_run  # most ticks found a hop still running
     assert len(backend.calls) <= elapsed / 0.15 + 1  # never more decodes than time allows

@@ -56,22 +56,27 @@ def is_fixture(name: str) -> bool:
 
 
 def fixture_folder(name: str, root: Path | None = None) -> Path:
-    """The fixture's folder under `root`, built on first use (atomically: concurrent callers
-    either see a complete folder or build their own and keep the first)."""
+    """The fixture's folder under `root`, built on first use."""
     if name not in FIXTURES:
         raise AsrError(f"unknown ASR fixture {name!r}; the fixtures are {', '.join(FIXTURES)}")
     root = Path(root) if root is not None else default_fixture_root()
     folder = root / f"{name}-v{FORMAT_VERSION}"
-    if (folder / "model.safetensors").exists():
+    return _built_once(folder, "model.safetensors", lambda out: _build(name, FIXTURES[name], out, root))
+
+
+def _built_once(folder: Path, marker: str, build) -> Path:
+    """`folder`, made by `build(path)` unless it already holds `marker`. Built in a staging folder
+    and renamed, so concurrent callers see a complete folder or build their own and keep the first."""
+    if (folder / marker).exists():
         return folder
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        _build(name, FIXTURES[name], staging, root)
+        build(staging / "out")
         try:
-            staging.rename(folder)
+            (staging / "out").rename(folder)
         except OSError:
-            if not (folder / "model.safetensors").exists():
+            if not (folder / marker).exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -88,6 +93,7 @@ def _build(name: str, recipe: FixtureRecipe, out: Path, root: Path) -> None:
                        "fixtures need a source checkout of Foresay")
     tokenizer = build_english_tokenizer(VOCAB_FILE)
     ids = tokenizer.get_vocab()
+    out.mkdir(parents=True)
     if recipe.perturb_from is not None:
         base = WhisperForConditionalGeneration.from_pretrained(fixture_folder(recipe.perturb_from, root))
         model = _perturbed(base, recipe)
@@ -140,20 +146,12 @@ def ctranslate2_folder(name: str, root: Path | None = None, quantization: str = 
     """The fixture converted for faster-whisper (CTranslate2), built on first use."""
     source = fixture_folder(name, root)
     folder = source.parent / f"{source.name}-ct2-{quantization}"
-    if (folder / "model.bin").exists():
-        return folder
-    import ctranslate2.converters
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=source.parent))
-    try:
+    def convert(out: Path) -> None:
+        import ctranslate2.converters
+
         converter = ctranslate2.converters.TransformersConverter(
             str(source), copy_files=["tokenizer.json", "preprocessor_config.json"])
-        converter.convert(str(staging / "model"), quantization=quantization)
-        try:
-            (staging / "model").rename(folder)
-        except OSError:
-            if not (folder / "model.bin").exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder
+        converter.convert(str(out), quantization=quantization)
+
+    return _built_once(folder, "model.bin", convert)
