@@ -60,3 +60,16 @@ def test_config_picks_the_backend(asr_fixture_root):
     assert isinstance(fast, FasterWhisperBackend)
     audio = noise_audio(9, seconds=0.5)
     assert spec.transcribe(audio).tokens == greedy.transcribe(audio).tokens
+
+
+def test_a_long_prompt_gives_way_to_the_forced_text(whisper_models):
+    from foresay.engine.asr.backends import fitted_prefix
+
+    target = whisper_models("tiny-random")
+    prompt, forced = list(range(1000, 1223)), list(range(2000, 2150))
+    prefix = fitted_prefix(target, prompt, forced, max_new_tokens=96)
+    assert len(prefix) == 448 - 96 and prefix[-150:] == forced
+    assert prefix[:200] == [target.vocab.sot_prev, *prompt[-199:]]  # the newest prompt tokens stay
+    assert fitted_prefix(target, prompt, list(range(2000, 2400)), 96)[:1] == [target.vocab.sot]  # no room: no prompt
+    tokens = GreedyBackend(target, DecodeLimits(8)).transcribe(noise_audio(3), forced=forced, prompt=prompt).tokens
+    assert len(tokens) == 8

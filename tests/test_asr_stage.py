@@ -73,3 +73,23 @@ def test_misuse_is_reported():
 
     asyncio.run(twice())
     stage.close()
+
+
+def test_a_cancelled_turn_emits_nothing_more():
+    events = []
+    stage = StreamingAsr(ScriptedBackend(SyntheticUtterance(WORDS)), events.append, StreamingConfig(hop_ms=50))
+
+    async def main():
+        stage.start_turn(1, 0.0)
+        await speak(stage, SyntheticUtterance(WORDS).audio()[:8000])
+        await stage.cancel_turn()
+        emitted = len(events)
+        await asyncio.sleep(0.15)
+        assert len(events) == emitted and not any(isinstance(e, FinalTranscript) for e in events)
+        stage.start_turn(2, 1.0)  # the next turn starts cleanly
+        stage.feed(SyntheticUtterance(WORDS).audio())
+        return await stage.end_turn()
+
+    final = asyncio.run(main())
+    stage.close()
+    assert final.turn_id == 2 and final.text == "turn the lights off"

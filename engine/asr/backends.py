@@ -82,6 +82,15 @@ class DecodeLimits:
             raise InvalidAsrConfig(f"max_new_tokens must be in 1..448, got {self.max_new_tokens}")
 
 
+def fitted_prefix(target: LoadedWhisper, prompt: Sequence[int], forced: Sequence[int], max_new_tokens: int) -> list[int]:
+    """The decoder prefix, with the prompt shortened (oldest tokens first) so that the forced
+    text still leaves room for `max_new_tokens`; the prompt is the least important part."""
+    bare = len(target.vocab.decoder_prefix(forced=forced))
+    room_for_prompt = target.max_positions - bare - max_new_tokens - 1  # - 1: <|startofprev|>
+    kept = list(prompt)[-room_for_prompt:] if room_for_prompt > 0 else []
+    return target.vocab.decoder_prefix(prompt=kept, forced=forced)
+
+
 class GreedyBackend(AsrBackend):
     def __init__(self, target: LoadedWhisper, limits: DecodeLimits = DecodeLimits()) -> None:
         self.target = target
@@ -89,7 +98,7 @@ class GreedyBackend(AsrBackend):
         self.text = WhisperText(target.tokenizer, target.vocab.first_special)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
-        prefix = self.target.vocab.decoder_prefix(prompt=prompt, forced=forced)
+        prefix = fitted_prefix(self.target, prompt, forced, self.limits.max_new_tokens)
         result = greedy_decode(self.target.model, self.target.encode(audio), prefix, self.target.rules,
                                self.target.vocab.eot, self.limits.max_new_tokens)
         return Hypothesis(result.tokens, result.stats)
@@ -105,7 +114,7 @@ class SpecAsrBackend(AsrBackend):
         self.text = WhisperText(target.tokenizer, target.vocab.first_special)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
-        prefix = self.target.vocab.decoder_prefix(prompt=prompt, forced=forced)
+        prefix = fitted_prefix(self.target, prompt, forced, self.limits.max_new_tokens)
         with torch.inference_mode():
             draft_out = self.draft.encode(audio)
         result = speculative_decode(self.target.model, self.draft.model, self.target.encode(audio), draft_out,

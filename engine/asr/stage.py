@@ -68,7 +68,19 @@ class StreamingAsr:
         self.emit(event)
         return event
 
+    async def cancel_turn(self) -> None:
+        """Drop the current turn without a final transcript (e.g. the speech was a false start)."""
+        if self._hops is not None:
+            self._hops.cancel()
+            try:
+                await self._hops
+            except asyncio.CancelledError:
+                pass
+        self._hops = self._transcriber = None
+        self._pending = []
+
     def close(self) -> None:
+        """Stop the worker thread (after the last turn ended; waits for a decode in flight)."""
         if self._hops is not None:
             self._hops.cancel()
         self._executor.shutdown(wait=True, cancel_futures=True)
