@@ -144,3 +144,11 @@ def test_config_is_validated():
     for bad in [dict(threshold=1.5), dict(max_draft=0), dict(tree_budget=-1), dict(branch_length=0)]:
         with pytest.raises(InvalidAsrConfig):
             SpecConfig(**bad)
+
+
+def test_the_end_of_the_context_is_respected(setup):
+    target, drafts = setup
+    prefix = target.vocab.decoder_prefix(forced=[18435] * 438)  # 440 of 448 positions taken
+    for config in (SpecConfig(tree_budget=4, branch_length=4), SpecConfig(threshold=0.0, max_draft=24)):
+        reference, result = run(target, drafts["self"], 7, config, prefix=prefix, tokens=100)
+        assert result.tokens == reference.tokens and len(result.tokens) == 8

@@ -108,15 +108,16 @@ def draft_chain(draft: DecoderCursor, sequence: list[int], start: int, room: int
     return chain
 
 
-def _branches(draft: DecoderCursor, sequence: list[int], start: int, chain: _Chain,
+def _branches(draft: DecoderCursor, sequence: list[int], start: int, chain: _Chain, room: int,
               config: SpecConfig, rules: SuppressionRules, eot: int) -> dict[int, list[int]]:
     """Second-best branches at the least certain chain positions, each extended greedily by
-    the draft; one draft pass per extension step covers all branches (a tree pass)."""
+    the draft; one draft pass per extension step covers all branches (a tree pass). A branch
+    never reaches past `room` tokens after `sequence` (the most one round can accept)."""
     uncertain = sorted(range(len(chain.tokens)), key=lambda i: chain.probs[i])[: config.tree_budget]
     branches = {i: [chain.seconds[i]] for i in sorted(uncertain)}
     draft.sync(sequence + chain.tokens)
     for _ in range(config.branch_length - 1):
-        growing = [i for i, b in branches.items() if b[-1] != eot]
+        growing = [i for i, b in branches.items() if b[-1] != eot and i + len(b) < room]
         if not growing:
             break
         tokens, parents, context, tips = [], [], [], []
@@ -153,7 +154,7 @@ def speculative_decode(target, draft, target_encoder_out: torch.Tensor, draft_en
         room = min(config.max_draft, budget - len(generated) - 1)  # the target adds one token of its own
         chain = draft_chain(drafter, sequence, start, room, guess, config, rules, eot) if room else _Chain()
         recycled_total += chain.recycled
-        branches = (_branches(drafter, sequence, start, chain, config, rules, eot)
+        branches = (_branches(drafter, sequence, start, chain, room, config, rules, eot)
                     if config.tree_budget and chain.tokens else {})
         tree = _build_tree(verifier.sync(sequence), chain.tokens, branches)
         logits, positions = verifier.tree(tree.tokens, tree.parents, [len(verifier.cached)] * len(tree.tokens))
