@@ -84,3 +84,22 @@ def test_config_is_validated():
                 dict(silence_rms=0)]:
         with pytest.raises(InvalidAsrConfig):
             StreamingConfig(**bad)
+
+
+def test_a_burst_of_coalesced_audio_past_the_window_is_still_decodable():
+    words = tuple(f"w{i}" for i in range(60))
+    utterance = SyntheticUtterance(words, pause_after=frozenset(range(7, 60, 8)))
+    audio = utterance.audio()
+    backend = ScriptedBackend(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(trim_after_s=12))
+    transcriber.append(audio[: 8 * SAMPLE_RATE])
+    first = transcriber.hop()
+    transcriber.append(audio[8 * SAMPLE_RATE: 36 * SAMPLE_RATE])  # 28 s arrive at once: a stalled worker
+    second = transcriber.hop()
+    transcriber.append(audio[36 * SAMPLE_RATE:])
+    final = transcriber.finish()
+    assert max(call["samples"] for call in backend.calls) <= 30 * SAMPLE_RATE
+    assert second.committed.split()[: len(first.committed.split())] == first.committed.split()
+    heard = final.text.split()
+    assert heard[:len(first.text.split()) - 1] == list(words[:len(first.text.split()) - 1])
+    assert heard[-10:] == list(words[-10:]) and len(heard) == len(set(heard))  # nothing repeated

@@ -5,7 +5,9 @@
 window with the committed tokens forced as the decoder prefix, so only the tail is decoded;
 `LocalAgreement` commits the words two consecutive hypotheses agree on (never the last one).
 Utterances longer than the model's window are trimmed at a pause whose text is all committed;
-that text moves to `finalized` and into the prompt, so nothing is lost or repeated.
+that text moves to `finalized` and into the prompt, so nothing is lost or repeated. Only when a
+whole window passes without such a pause does it cut at the last pause heard (or, failing that,
+where the last hypothesis ended), where a word at the cut may be split.
 """
 from __future__ import annotations
 
@@ -81,6 +83,7 @@ class StreamingTranscriber:
         self.pauses: list[_Pause] = []
         self.revision = 0
         self.trims = 0
+        self._decoded_until = 0  # absolute sample up to which the last hypothesis heard
         self.decodes: list[Hypothesis] = []
 
     @property
@@ -119,6 +122,7 @@ class StreamingTranscriber:
         guess = self.previous[len(self.committed):]
         hypothesis = self.backend.transcribe(self.audio, forced=self.committed, prompt=prompt, guess=guess)
         self.decodes.append(hypothesis)
+        self._decoded_until = self.samples_heard
         return self.committed + list(hypothesis.tokens)
 
     def _note_pause(self, current: list[int]) -> None:
@@ -130,21 +134,31 @@ class StreamingTranscriber:
             self.pauses.append(_Pause(self.samples_heard - pause // 2, tuple(current)))
 
     def _trim_if_long(self) -> None:
+        while len(self.audio) / SAMPLE_RATE >= self.config.trim_after_s and self._trim_once():
+            pass
+
+    def _trim_once(self) -> bool:
         seconds = len(self.audio) / SAMPLE_RATE
-        if seconds < self.config.trim_after_s:
-            return
         committed = tuple(self.committed)
         safe = [p for p in self.pauses if committed[: len(p.tokens)] == p.tokens]
         extending = [p for p in self.pauses if p.tokens[: len(committed)] == committed]
-        hard_limit = seconds >= self.backend.window_seconds - 2 * self.config.hop_ms / 1000
         if safe:
             self._trim(safe[-1])
-        elif hard_limit and extending:
+        elif seconds < self.backend.window_seconds - 2 * self.config.hop_ms / 1000:
+            return False  # wait for a committed pause while there is room
+        elif extending:
             # No pause whose text is all committed: trust the hypothesis heard at the last pause.
             self._trim(extending[-1])
-        elif hard_limit:
-            # A whole window without a usable pause: keep all of the last hypothesis.
-            self._trim(_Pause(self.samples_heard, tuple(self.previous)))
+        elif self._decoded_until > self.window_start:
+            # A whole window without a usable pause: keep the last hypothesis and the audio after it.
+            self._trim(_Pause(self._decoded_until, tuple(self.previous)))
+        else:
+            # More than a window arrived before any decode (a stalled worker): only the newest
+            # audio that fits can be heard; what was before it is lost.
+            drop = len(self.audio) - int((self.backend.window_seconds - 1) * SAMPLE_RATE)
+            self.audio, self.window_start = self.audio[drop:], self.window_start + drop
+            self.pauses = [p for p in self.pauses if p.sample > self.window_start]
+        return True
 
     def _trim(self, pause: _Pause) -> None:
         cut, kept = pause.sample - self.window_start, len(pause.tokens)
