@@ -159,21 +159,9 @@ def speculative_decode(target, draft, target_encoder_out: torch.Tensor, draft_en
         tree = _build_tree(verifier.sync(sequence), chain.tokens, branches)
         logits, positions = verifier.tree(tree.tokens, tree.parents, [len(verifier.cached)] * len(tree.tokens))
         choice = pick(logits, positions, start, rules).argmax(-1).tolist()
-        path, node = [], tree.last_pending
-        guess = []
-        while True:
-            token = choice[node]
-            generated.append(token)
-            sequence.append(token)
-            if token == eot or len(generated) >= budget:
-                break
-            match = [c for c in tree.children.get(node, []) if tree.tokens[c] == token]
-            if not match:
-                rejected = tree.children.get(node, [])
-                guess = tree.line_after(rejected[0]) if rejected else []
-                break
-            node = match[0]
-            path.append(node)
+        new_tokens, path, guess = _walk(tree, choice, budget - len(generated), eot)
+        generated += new_tokens
+        sequence += new_tokens
         verifier.keep_path([*range(tree.last_pending + 1), *path])
         accepted.append(len(path))
         lengths.append(len(chain.tokens))
@@ -182,6 +170,24 @@ def speculative_decode(target, draft, target_encoder_out: torch.Tensor, draft_en
                         accepted_per_round=tuple(accepted), draft_lengths=tuple(lengths),
                         tree_sizes=tuple(sizes), recycled=recycled_total)
     return finish(generated, eot, stats)
+
+
+def _walk(tree: _Tree, choice: list[int], room: int, eot: int) -> tuple[list[int], list[int], list[int]]:
+    """Follow the target's greedy choices down the tree from the last pending token: returns the
+    tokens it appends (each accepted draft token plus the target's own next token), the tree
+    nodes accepted on the way, and the rejected line's tail to recycle."""
+    tokens, path, node = [], [], tree.last_pending
+    while True:
+        token = choice[node]
+        tokens.append(token)
+        if token == eot or len(tokens) >= room:
+            return tokens, path, []
+        match = [c for c in tree.children.get(node, []) if tree.tokens[c] == token]
+        if not match:
+            rejected = tree.children.get(node, [])
+            return tokens, path, tree.line_after(rejected[0]) if rejected else []
+        node = match[0]
+        path.append(node)
 
 
 def _build_tree(pending: list[int], chain: list[int], branches: dict[int, list[int]]) -> _Tree:
