@@ -44,6 +44,7 @@ class SpecConfig:
 
 @dataclass
 class _Chain:
+    """The draft's proposal: tokens, their top-1 probabilities and the runner-up tokens."""
     tokens: list[int] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
     seconds: list[int] = field(default_factory=list)
