@@ -32,6 +32,15 @@ def adversarial_model(target):
                                  device=target.device, proj_out=lambda hidden: -target.proj_out(hidden))
 
 
+def eot_biased(model, bias=31.0):
+    """The same network with end-of-text pushed up, so that it ends after a few tokens on some
+    inputs and runs on for others (a random fixture never ends on its own)."""
+    offset = torch.zeros(model.config.vocab_size)
+    offset[50256] = bias
+    return types.SimpleNamespace(model=model.model, config=model.config, dtype=model.dtype,
+                                 device=model.device, proj_out=lambda hidden: model.proj_out(hidden) + offset)
+
+
 @pytest.fixture(scope="module", params=["eager", "sdpa"])
 def setup(request, whisper_models):
     target = whisper_models("tiny-random", request.param)
@@ -152,3 +161,23 @@ def test_the_end_of_the_context_is_respected(setup):
     for config in (SpecConfig(tree_budget=4, branch_length=4), SpecConfig(threshold=0.0, max_draft=24)):
         reference, result = run(target, drafts["self"], 7, config, prefix=prefix, tokens=100)
         assert result.tokens == reference.tokens and len(result.tokens) == 8
+
+
+def test_end_of_text_is_reached_identically(setup):
+    target, drafts = setup
+    ending = eot_biased(target.model)
+    candidates = {"self": ending, "perturbed": eot_biased(drafts["perturbed"]), "adversarial": adversarial_model(ending)}
+    ended = 0
+    for seed in range(3):
+        audio = noise_audio(seed)
+        encoder_out = target.encode(audio)
+        reference = greedy_decode(ending, encoder_out, target.vocab.decoder_prefix(), target.rules, target.vocab.eot, 30)
+        ended += reference.ended
+        for name, draft in candidates.items():
+            with torch.inference_mode():
+                draft_out = draft.model.encoder(target.features(audio)).last_hidden_state
+            for config in (SpecConfig(), SpecConfig(threshold=0.0, max_draft=8, tree_budget=3, branch_length=3)):
+                result = speculative_decode(ending, draft, encoder_out, draft_out, target.vocab.decoder_prefix(),
+                                            target.rules, target.vocab.eot, config, 30)
+                assert (result.tokens, result.ended) == (reference.tokens, reference.ended), (name, seed, config)
+    assert ended >= 2  # the end-of-text paths (draft proposes it, target picks it) were exercised
