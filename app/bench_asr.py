@@ -179,8 +179,10 @@ def pass_timing(args: argparse.Namespace):
 
     if args.pass_timing == "skip":
         return "skipped (--pass-timing skip)"
-    if not (args.device.startswith("cuda") and torch.cuda.is_available()):
+    if not torch.cuda.is_available():
         return "skipped: no GPU here (medium.en/tiny.en-shaped passes are timed on a CUDA device only)"
+    if not args.device.startswith("cuda"):
+        return "skipped: run with --device cuda to time medium.en/tiny.en-shaped passes"
     from foresay.app.asr_pass_timing import time_passes
     return time_passes(args.device)
 
