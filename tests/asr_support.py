@@ -1,17 +1,16 @@
-"""Shared ASR test fixtures: the tiny random Whisper pair, built once per test session."""
-from __future__ import annotations
+"""Shared ASR test fixtures: the tiny random Whisper pair, built once per test session.
 
-import time
+conftest imports this module for every test session, so it imports nothing heavy itself."""
+from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-
-from foresay.engine.asr.scripted import ScriptedBackend
 
 
 @pytest.fixture(scope="session")
 def asr_fixture_root(tmp_path_factory):
+    import torch  # here, not at module level: conftest imports this module for every test
+
     torch.set_num_threads(1)  # the build machines are small and shared
     return tmp_path_factory.mktemp("asr-fixtures")
 
@@ -35,14 +34,3 @@ def whisper_models(asr_fixture_root):
 def noise_audio(seed: int, seconds: float = 2.0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(int(16000 * seconds)) * 0.1).astype(np.float32)
 
-
-class SlowScripted(ScriptedBackend):
-    """The scripted recognizer, taking `seconds` per decode like a real model."""
-
-    def __init__(self, utterance, seconds):
-        super().__init__(utterance)
-        self.seconds = seconds
-
-    def transcribe(self, audio, forced=(), prompt=(), guess=()):
-        time.sleep(self.seconds)
-        return super().transcribe(audio, forced, prompt, guess)

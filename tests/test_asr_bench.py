@@ -5,7 +5,7 @@ import wave
 import numpy as np
 import pytest
 
-from asr_support import SlowScripted
+from asr_slow import SlowScripted
 from foresay.app.asr_latency import simulate
 from foresay.app.asr_pass_timing import time_passes
 from foresay.app.bench_asr import load_clips
