@@ -60,8 +60,9 @@ def test_long_files_are_cut_into_windows(tmp_path):
 def test_delays_follow_the_cadence_and_the_compute_time():
     utterance = SyntheticUtterance(tuple("one two three four five six".split()))
     instant = simulate(ScriptedBackend(utterance), utterance, StreamingConfig(hop_ms=100))
-    assert all(0 <= d <= 100 + 5 for d in instant.word_delay_ms) and instant.skipped == 0
-    assert instant.final_delay_ms < 20
+    # a word shows at the first tick after it ends, plus the (tiny) decode time; margins for busy CI
+    assert all(0 <= d <= 100 + 50 for d in instant.word_delay_ms) and instant.skipped == 0
+    assert instant.final_delay_ms < 50
     slow = simulate(SlowScripted(utterance, 0.25), utterance, StreamingConfig(hop_ms=100))
     assert slow.skipped > 0 and min(slow.word_delay_ms) >= 240 and slow.final_delay_ms >= 250
     assert slow.summary()["word_delay_ms_p90"] >= slow.summary()["word_delay_ms_mean"]
