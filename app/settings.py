@@ -78,16 +78,17 @@ def build(cls, table: dict, section: str):
     hints = typing.get_type_hints(cls)
     fields = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(table) - fields)
+    where = f"[{section}]" if section else "the top level"
     if unknown:
-        raise ConfigError(f"unknown key '{section}.{unknown[0]}' (known keys of [{section}]: "
-                          f"{', '.join(sorted(fields))})")
-    values = {k: _convert(v, hints[k], f"{section}.{k}") for k, v in table.items()}
+        name = f"{section}.{unknown[0]}" if section else unknown[0]
+        raise ConfigError(f"unknown key '{name}' (known keys of {where}: {', '.join(sorted(fields))})")
+    values = {k: _convert(v, hints[k], f"{section}.{k}" if section else k) for k, v in table.items()}
     try:
         return cls(**values)
-    except ForesayError as exc:
-        raise ConfigError(f"[{section}]: {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"[{section}]: {exc}") from None
+    except ConfigError:
+        raise
+    except (ForesayError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def merge(base: dict, override: dict) -> dict:

@@ -1,0 +1,168 @@
+"""Foresay's configuration: profiles, the TOML file, command-line overrides.
+
+Precedence, lowest first: the components' defaults, the profile, the config file
+(`config.toml` in the platform's config folder, or `--config PATH`), then `--set section.key=value`.
+Every section becomes the frozen, validated config dataclass of its component.
+"""
+from __future__ import annotations
+
+import logging
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foresay.app.settings import ConfigError, build, merge, parse_override
+from foresay.engine.asr.factory import AsrConfig
+from foresay.engine.llm import LLMConfig
+from foresay.engine.predgen.turn import PredGenConfig
+from foresay.engine.tts.espeak import EspeakConfig
+from foresay.engine.tts.zonos import ZonosConfig
+
+log = logging.getLogger(__name__)
+
+MODES = ("hands-free", "push-to-talk")
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """profile: auto | a name from PROFILES. mode: hands-free | push-to-talk.
+    history_dir: where conversations are saved (None: the platform's data folder).
+    adaptive_endpointing: let PredGen's P(end of turn) shorten or lengthen the hangover."""
+    profile: str = "auto"
+    mode: str = "hands-free"
+    history_dir: Path | None = None
+    adaptive_endpointing: bool = True
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class PredGenSettings:
+    """enabled: speculate while the user speaks (False: wait for the final transcript).
+    verifier: greedy (lossless) | topk:K | reflection. The rest as in PredGenConfig."""
+    enabled: bool = True
+    verifier: str = "greedy"
+    max_new_tokens: int = 256
+    max_draft_tokens: int = 96
+    margin_tokens: int = 4
+
+    def __post_init__(self):
+        v = self.verifier
+        if not (v in ("greedy", "reflection") or (v.startswith("topk:") and v[5:].isdigit() and int(v[5:]) > 0)):
+            raise ConfigError(f"verifier must be greedy, topk:K (K >= 1) or reflection, got {v!r}")
+        self.engine_config()  # validates the numbers
+
+    def engine_config(self) -> PredGenConfig:
+        return PredGenConfig(max_new_tokens=self.max_new_tokens, max_draft_tokens=self.max_draft_tokens,
+                             margin_tokens=self.margin_tokens)
+
+
+@dataclass(frozen=True)
+class TtsSettings:
+    """engine: espeak (CPU, everywhere) | zonos (GPU; install from its git repository)."""
+    engine: str = "espeak"
+    espeak: EspeakConfig = field(default_factory=EspeakConfig)
+    zonos: ZonosConfig = field(default_factory=ZonosConfig)
+
+    def __post_init__(self):
+        if self.engine not in ("espeak", "zonos"):
+            raise ConfigError(f"tts engine must be espeak or zonos, got {self.engine!r}")
+
+    def engine_config(self):
+        return self.espeak if self.engine == "espeak" else self.zonos
+
+
+@dataclass(frozen=True)
+class Settings:
+    app: AppSettings = field(default_factory=AppSettings)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    predgen: PredGenSettings = field(default_factory=PredGenSettings)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    tts: TtsSettings = field(default_factory=TtsSettings)
+
+
+# Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.
+PROFILES: dict[str, dict] = {
+    "gpu-24gb": {  # the flagship experience
+        "llm": {"model": "Qwen/Qwen2.5-7B-Instruct", "device": "cuda"},
+        "asr": {"target": "openai/whisper-medium.en", "draft": "openai/whisper-tiny.en",
+                "backend": "specasr", "device": "cuda"},
+        "tts": {"engine": "zonos"},
+    },
+    "gpu-16gb": {
+        "llm": {"model": "Qwen/Qwen2.5-3B-Instruct", "device": "cuda"},
+        "asr": {"target": "openai/whisper-medium.en", "draft": "openai/whisper-tiny.en",
+                "backend": "specasr", "device": "cuda"},
+        "tts": {"engine": "zonos"},
+    },
+    "gpu-8gb": {
+        "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda"},
+        "asr": {"target": "small.en", "backend": "faster-whisper", "device": "cuda"},
+        "tts": {"engine": "espeak"},
+    },
+    "cpu": {
+        "llm": {"model": "Qwen/Qwen2.5-0.5B-Instruct", "device": "cpu"},
+        "asr": {"target": "base.en", "backend": "faster-whisper", "device": "cpu", "compute_type": "int8"},
+        "tts": {"engine": "espeak"},
+    },
+    "tiny-random": {  # offline: random fixtures (tests, plumbing checks); says nothing meaningful
+        "llm": {"model": "tiny-random", "device": "cpu"},
+        "asr": {"target": "tiny-random", "draft": "tiny-random-draft", "backend": "specasr", "device": "cpu"},
+        "tts": {"engine": "espeak"},
+        "predgen": {"max_new_tokens": 48},
+    },
+}
+OFFLINE_PROFILES = ("tiny-random",)
+
+
+def auto_profile() -> str:
+    """Pick a profile by the hardware: the CUDA GPU's memory decides, else the CPU profile."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+            if gib >= 22:
+                return "gpu-24gb"
+            if gib >= 14:
+                return "gpu-16gb"
+            if gib >= 7:
+                return "gpu-8gb"
+    except Exception as exc:  # a broken CUDA install must not stop the CPU path
+        log.warning("could not query the GPU (%s); using the CPU profile", exc)
+    return "cpu"
+
+
+def default_config_path() -> Path:
+    from platformdirs import user_config_dir
+    return Path(user_config_dir("foresay")) / "config.toml"
+
+
+def read_config_file(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+
+
+def load_settings(path: Path | None = None, profile: str | None = None,
+                  overrides: list[str] = ()) -> Settings:
+    """The effective settings; `path` None reads the default file if there is one."""
+    if path is None:
+        path = default_config_path()
+        table = read_config_file(path) if path.exists() else {}
+    else:
+        table = read_config_file(Path(path))
+    for text in overrides:
+        table = merge(table, parse_override(text))
+    name = profile or table.get("app", {}).get("profile", "auto")
+    chosen = auto_profile() if name == "auto" else name
+    if chosen not in PROFILES:
+        raise ConfigError(f"unknown profile {name!r} (profiles: auto, {', '.join(PROFILES)})")
+    table = merge(merge(PROFILES[chosen], table), {"app": {"profile": chosen}})
+    return build(Settings, table, "")
