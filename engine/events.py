@@ -79,9 +79,11 @@ class FirstSentenceReady(Event):
 
 @dataclass(frozen=True)
 class SentenceReady(Event):
-    """A sentence of the final reply, fixed; `index` 0 is the first."""
+    """A sentence of the final reply, fixed; `index` 0 is the first; `start` is its offset in
+    the reply's text (what barge-in maps heard audio back onto)."""
     index: int = 0
     text: str = ""
+    start: int = 0
 
 
 @dataclass(frozen=True)

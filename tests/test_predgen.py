@@ -267,3 +267,14 @@ def test_saved_history_loads_into_a_new_conversation(tiny_lm):
                                {"role": "user", "content": "thanks"}], True)
     assert prompt.text == rendered
     assert tiny_lm.decode(prompt.ids) == tiny_lm.decode(tiny_lm.encode(rendered))
+
+
+def test_update_reports_kept_dropped_and_new_text(tiny_lm):
+    greedy = _greedy_reply(tiny_lm, FINAL)
+    wrong = (greedy[3] + 1) % tiny_lm.model.config.vocab_size
+    turn = _forced_turn(tiny_lm, greedy[:3] + [wrong] + greedy[4:10])
+    record = turn.update(FINAL, 1)
+    assert record.accepted == 3
+    assert record.accepted_text == tiny_lm.decode(greedy[:3])
+    assert record.rejected_text == tiny_lm.decode([wrong] + greedy[4:10])
+    assert record.draft_text == record.accepted_text + record.new_text

@@ -79,7 +79,8 @@ class PredGenStage:
             record = await self._run(turn.update, text, event.revision)
             if not record.stale and record.passes:
                 self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
-                                       record.accepted, record.p_end_of_turn or 0.0))
+                                       record.accepted, record.p_end_of_turn or 0.0,
+                                       record.accepted_text, record.rejected_text, record.new_text))
 
     async def settled(self) -> None:
         """Wait until every partial received so far has been processed (or dropped as stale)."""
@@ -87,20 +88,21 @@ class PredGenStage:
             await asyncio.shield(self._speculation)
 
     async def on_final(self, event: FinalTranscript) -> TurnRecord:
-        """Finish the turn: first sentence as soon as it is fixed, then the rest of the reply."""
+        """Finish the turn: first sentence as soon as it is fixed, then the rest of the reply.
+        Latencies count from the moment the final transcript arrived here."""
+        arrived_at = self.clock()
         self._newest = None
         await self.settled()
         turn = self._turn_for(event.turn_id)
-        record = await self._run(turn.finalize, event.text, arrived_at=event.t,
+        record = await self._run(turn.finalize, event.text, arrived_at=arrived_at,
                                  baseline=not self.speculate)
         self.records.append(record)
-        index = 0
-        if record.first_sentence:
-            self.emit(SentenceReady(event.turn_id, self.clock(), 0, record.first_sentence))
-            index = 1
+        if turn.sentences:
+            first = turn.sentences[0]
+            self.emit(SentenceReady(event.turn_id, self.clock(), 0, first.text, first.start))
         while (sentence := await self._run(turn.next_sentence)) is not None:
-            self.emit(SentenceReady(event.turn_id, self.clock(), index, sentence.text))
-            index += 1
+            self.emit(SentenceReady(event.turn_id, self.clock(), len(turn.sentences) - 1,
+                                    sentence.text, sentence.start))
         self.emit(ReplyDone(event.turn_id, self.clock(), self.conv.lm.decode(turn.reply_ids()),
                             record.outcome))
         return record

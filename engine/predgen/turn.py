@@ -55,6 +55,9 @@ class UpdateRecord:
     passes: int             # forward passes spent
     p_end_of_turn: float | None
     draft_text: str
+    accepted_text: str = ""  # the kept part of the old draft (draft_text starts with it)
+    rejected_text: str = ""  # the old draft's tail that verification dropped
+    new_text: str = ""       # what was drafted after the kept part
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,8 @@ class PredGenTurn:
         self.record: TurnRecord | None = None
         self._announced: tuple[str, float] | None = None  # (first sentence, clock time)
         self._splitter: SentenceSplitter | None = None
-        self._sentences: list[Sentence] = []
+        self._sentences: list[Sentence] = []   # split but not yet handed out
+        self.sentences: list[Sentence] = []     # handed out, with spans in the reply's text
         conv.prefill_history()
 
     # --- draft state --------------------------------------------------------------------------
@@ -200,7 +204,8 @@ class PredGenTurn:
         announced.
         """
         passes0 = self.lm.stats.passes
-        before = len(self.draft)
+        old = self.draft
+        before = len(old)
         if revision < self.newest_revision or not partial_text.strip():
             record = UpdateRecord(revision, False, revision < self.newest_revision, 0, before, before,
                                   0, self.p_end_of_turn, self.draft_text())
@@ -214,8 +219,10 @@ class PredGenTurn:
         while not self._speculation_done() and not stop() and self.newest_revision == revision:
             self._step()
         self._announce_first_sentence(revision)
-        record = UpdateRecord(revision, verified, False, accepted, before, len(self.draft),
-                              self.lm.stats.passes - passes0, self.p_end_of_turn, self.draft_text())
+        draft, decode = self.draft, self.lm.decode
+        record = UpdateRecord(revision, verified, False, accepted, before, len(draft),
+                              self.lm.stats.passes - passes0, self.p_end_of_turn, decode(draft),
+                              decode(old[:accepted]), decode(old[accepted:]), decode(draft[accepted:]))
         self.updates.append(record)
         return record
 
@@ -269,7 +276,8 @@ class PredGenTurn:
                     text = text.rstrip("\ufffd")  # a character whose bytes are still arriving
                 self._sentences.extend(self._splitter.feed(text, final=self.complete))
             if self._sentences:
-                return self._sentences.pop(0)
+                self.sentences.append(self._sentences.pop(0))
+                return self.sentences[-1]
             if self.complete:
                 return None
             self._step()
