@@ -184,6 +184,29 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
             f"turn_{turns}_cold_ms": 1000 * statistics.median(costs["cold"])}
 
 
+def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32, repeats: int = 10) -> dict:
+    """Median ms of one decode step and of one verification pass (a changed prompt tail plus a
+    draft) after `context` cached tokens."""
+    from foresay.engine.kv import KVCache
+
+    vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
+    ids = [(7 * i + 3) % vocab for i in range(context + tail + draft + 1)]
+    cache = KVCache(lm)
+    cache.append(ids[:context], keep_logits=1)
+    step, verify = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        cache.append(ids[context:context + 1], keep_logits=1)
+        step.append(time.perf_counter() - start)
+        cache.crop(context)
+        start = time.perf_counter()
+        cache.append(ids[context:context + tail + draft])
+        verify.append(time.perf_counter() - start)
+        cache.crop(context)
+    return {"context_tokens": context, "decode_step_ms": 1000 * statistics.median(step),
+            f"verify_pass_ms_tail{tail}_draft{draft}": 1000 * statistics.median(verify)}
+
+
 def run(args: argparse.Namespace) -> int:
     from foresay.engine.llm import LLMConfig, load_llm
     from foresay.engine.predgen.turn import PredGenConfig
@@ -206,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     results = run_methods(lm, methods, conversations, config, args.speed / 60)
     summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
     report = {"model": args.model, "device": str(lm.device), "prompts": n_prompts, "methods": summary}
+    report["pass_timing"] = measure_pass_timing(lm)
     if args.turn_cost:
         report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
     print_table(report)
@@ -224,6 +248,10 @@ def print_table(report: dict) -> None:
         print(f"{name:<12}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
               f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
               f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
+    pt = report["pass_timing"]
+    verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
+    print(f"passes after {pt['context_tokens']} tokens: decode step {pt['decode_step_ms']:.2f} ms, "
+          f"verification (16-token tail + 32-token draft) {pt[verify_key]:.2f} ms")
     if "turn_cost" in report:
         tc = report["turn_cost"]
         n = tc["turns"]

@@ -48,6 +48,8 @@ class FixtureSpec:
     num_kv_heads: int
     init_std: float
     max_positions: int = 4096
+    weights_on_disk: bool = True  # False: only config and tokenizer are written; the model is
+                                  # initialized at load time on its device (full-size shapes)
 
 
 FIXTURES = {
@@ -55,7 +57,12 @@ FIXTURES = {
                                num_layers=2, num_heads=4, num_kv_heads=2, init_std=0.5),
     "small-random": FixtureSpec("small-random", vocab_size=4096, hidden_size=512, intermediate_size=1536,
                                 num_layers=8, num_heads=8, num_kv_heads=2, init_std=0.1),
+    # Qwen2.5-7B-Instruct's shapes with random weights, for GPU timing without a download.
+    "qwen2.5-7b-random": FixtureSpec("qwen2.5-7b-random", vocab_size=152064, hidden_size=3584,
+                                     intermediate_size=18944, num_layers=28, num_heads=28, num_kv_heads=4,
+                                     init_std=0.02, max_positions=32768, weights_on_disk=False),
 }
+TOKENIZER_VOCAB_LIMIT = 8192  # fixture tokenizers stay small; a larger model vocabulary is padding
 
 _WORDS = (
     "the a an and or but if then so because when while what which who how why where is are was "
@@ -119,7 +126,7 @@ def ensure_fixture(name: str, seed: int = 0) -> Path:
     if name not in FIXTURES:
         raise KeyError(name)
     target = fixture_dir(name, seed)
-    if (target / "model.safetensors").exists():
+    if (target / "FIXTURE.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
@@ -127,7 +134,7 @@ def ensure_fixture(name: str, seed: int = 0) -> Path:
         try:
             os.replace(tmp, target)
         except OSError:
-            if not (target / "model.safetensors").exists():  # not a concurrent builder's copy
+            if not (target / "FIXTURE.json").exists():  # not a concurrent builder's copy
                 raise
         else:
             os.makedirs(tmp, exist_ok=True)  # TemporaryDirectory cleans up a path that must exist
@@ -139,7 +146,7 @@ def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    tok = build_tokenizer(spec.vocab_size, seed)
+    tok = build_tokenizer(min(spec.vocab_size, TOKENIZER_VOCAB_LIMIT), seed)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         additional_special_tokens=["<|im_start|>", "<|im_end|>"])
@@ -154,8 +161,21 @@ def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
         tie_word_embeddings=False, rope_theta=10000.0,
         bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"),
         pad_token_id=tok.token_to_id("<|endoftext|>"))
+    if spec.weights_on_disk:
+        torch.manual_seed(seed)
+        Qwen2ForCausalLM(config).eval().save_pretrained(out)
+    else:
+        config.save_pretrained(out)
+    (out / "FIXTURE.json").write_text(json.dumps({"name": spec.name, "seed": seed, "version": FIXTURE_VERSION,
+                                                  "weights_on_disk": spec.weights_on_disk}))
+
+
+def random_init_model(folder, dtype, device, seed: int = 0):
+    """The model of a fixture without weights on disk, initialized on `device` in `dtype`."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(folder)
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).eval()
-    model.save_pretrained(out)
-    (out / "FIXTURE.json").write_text(json.dumps({"name": spec.name, "seed": seed,
-                                                  "version": FIXTURE_VERSION}))
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.errors import ForesayError, ModelUnavailable
-from foresay.engine.fixtures import FIXTURES, ensure_fixture
+from foresay.engine.fixtures import FIXTURES, ensure_fixture, random_init_model
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,10 @@ def load_llm(config: LLMConfig) -> ChatLM:
     source = resolve_model_path(config)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, revision=config.revision)
-        model = AutoModelForCausalLM.from_pretrained(source, revision=config.revision, dtype=dtype)
+        if config.model in FIXTURES and not FIXTURES[config.model].weights_on_disk:
+            model = random_init_model(source, dtype, device, config.seed)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(source, revision=config.revision, dtype=dtype)
     except (OSError, HFValidationError) as exc:
         if Path(source).exists():
             raise ModelUnavailable(f"could not load the model in {source}: {exc}") from None

@@ -27,6 +27,7 @@ def test_bench_predgen_runs_and_writes_json(fixture_dir, tmp_path, capsys):
         assert 0 <= m["overhead_share"] <= 1 and sum(m["outcomes"].values()) == 3
     assert report["methods"]["greedy"]["reply_identical"] == 1.0
     assert report["methods"]["baseline"]["speedup"] == 1.0
+    assert report["pass_timing"]["decode_step_ms"] > 0
     cost = report["turn_cost"]
     assert cost["turns"] == 3 and cost["turn_1_ms"] > 0 and cost["turn_3_ms"] > 0
     assert cost["context_tokens"] > 2 * len("What is the weather in Paris today?".split())

@@ -71,3 +71,13 @@ def test_config_validation_and_dtype_choice():
 def test_warmup_and_eos(tiny_lm):
     tiny_lm.warmup()
     assert tiny_lm.tokenizer.convert_tokens_to_ids("<|im_end|>") in tiny_lm.eos_ids
+
+
+def test_full_size_shape_fixture_writes_no_weights(fixture_dir):
+    from foresay.engine.fixtures import FIXTURES, ensure_fixture
+    folder = ensure_fixture("qwen2.5-7b-random")
+    assert not FIXTURES["qwen2.5-7b-random"].weights_on_disk
+    assert (folder / "config.json").exists() and not list(folder.glob("*.safetensors"))
+    import json
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]) == (3584, 28, 152064)

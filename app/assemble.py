@@ -1,0 +1,71 @@
+"""Building a ready pipeline from the settings: models loaded (off the event loop), warmed up."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from foresay.app.config import Settings
+from foresay.app.history import HistoryStore
+from foresay.app.pipeline import Pipeline
+from foresay.engine.events import Event, LoadProgress, StatusMessage
+
+log = logging.getLogger(__name__)
+
+LOAD_STEPS = ("language model", "speech recognizer", "voice", "warm-up")
+
+
+def make_endpointer(settings: Settings):
+    from dataclasses import replace
+
+    from foresay.audio.endpoint import Endpointer
+    from foresay.audio.hangover import AdaptiveHangover, FixedHangover
+    from foresay.audio.vad import make_vad
+
+    audio = settings.audio
+    policy = AdaptiveHangover(audio.hangover) if settings.app.adaptive_endpointing \
+        else FixedHangover(audio.fixed_hangover_s)
+    config = replace(audio.endpointer, mode=settings.app.mode)
+    return Endpointer(make_vad(audio.vad), config, policy=policy)
+
+
+async def build_pipeline(settings: Settings, source, sink, observers: list[Callable[[Event], None]] = (),
+                         history: HistoryStore | None = None) -> Pipeline:
+    """Load every model named by `settings` (reporting progress to the observers), wire the
+    stages around `source` and `sink`, and warm them up."""
+    from foresay.audio.bargein import BargeInDetector
+    from foresay.engine.asr import StreamingAsr, build_backend
+    from foresay.engine.llm import load_llm
+    from foresay.engine.predgen.conversation import Conversation
+    from foresay.engine.predgen.stage import PredGenStage
+    from foresay.engine.predgen.verifiers import make_verifier
+    from foresay.engine.tts.factory import build_engine
+
+    def tell(step: int, label: str) -> None:
+        for observer in observers:
+            observer(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
+
+    tell(0, f"loading the language model {settings.llm.model}")
+    lm = await asyncio.to_thread(load_llm, settings.llm)
+    tell(1, f"loading the speech recognizer {settings.asr.target}")
+    backend = await asyncio.to_thread(build_backend, settings.asr)
+    tell(2, f"loading the voice ({settings.tts.engine})")
+    tts = build_engine(settings.tts.engine_config())
+
+    conversation = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
+    if history is not None and history.turns:
+        conversation.load(history.messages())
+    verifier = make_verifier(settings.predgen.verifier, lm)
+    bargein = BargeInDetector(sink.reference, settings.audio.bargein) if settings.audio.barge_in else None
+    pipeline = Pipeline(source=source, endpointer=make_endpointer(settings), asr=None, llm=None,
+                        tts=tts, sink=sink, bargein=bargein, history=history,
+                        adaptive_endpointing=settings.app.adaptive_endpointing, observers=list(observers))
+    pipeline.asr = StreamingAsr(backend, pipeline.dispatch, settings.asr_streaming)
+    pipeline.llm = PredGenStage(conversation, pipeline.dispatch, settings.predgen.engine_config(),
+                                verifier, speculate=settings.predgen.enabled)
+    tell(3, "warming up")
+    await pipeline.warmup()
+    tell(4, "ready")
+    for observer in observers:
+        observer(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {settings.llm.model}", "info"))
+    return pipeline

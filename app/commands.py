@@ -1,0 +1,210 @@
+"""`foresay run`, `foresay replay` and `foresay bench e2e`: the pipeline from the command line."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from foresay.app.config import Settings, load_settings
+from foresay.app.pipeline import METRIC_NAMES
+from foresay.engine.errors import ForesayError
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, SentenceReady,
+                                   StatusMessage, TurnMetrics)
+
+LATENCY_KEYS = ("endpoint_delay_ms", "asr_final_ms", "ttfs_ms", "nfetfs", "tts_first_chunk_ms",
+                "audio_latency_ms", "voice_to_voice_ms")
+
+
+def add_settings_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", help="auto, gpu-24gb, gpu-16gb, gpu-8gb, cpu, tiny-random, demo ...")
+    p.add_argument("--config", type=Path, help="config file (default: the platform's config folder)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one setting, e.g. --set llm.model=Qwen/Qwen2.5-3B-Instruct")
+
+
+def settings_from(args) -> Settings:
+    return load_settings(args.config, args.profile, args.set)
+
+
+class ConsolePrinter:
+    """Live partial transcript, the reply's sentences, one latency line per turn."""
+
+    def __init__(self, out=sys.stdout):
+        self.out = out
+        self._partial = False
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, PartialTranscript):
+            self._line(f"you (hearing): {event.text}", final=False)
+        elif isinstance(event, FinalTranscript):
+            self._line(f"you: {event.text}")
+        elif isinstance(event, SentenceReady):
+            self._line(f"foresay: {event.text}")
+        elif isinstance(event, StatusMessage) and event.level != "info":
+            self._line(f"[{event.level}] {event.text}")
+        elif isinstance(event, TurnMetrics):
+            v = event.values
+            parts = [f"{k.removesuffix('_ms')} {v[k]:.0f} ms" for k in LATENCY_KEYS
+                     if k != "nfetfs" and isinstance(v.get(k), (int, float))]
+            self._line(f"  [turn {v['turn']}: {v['outcome']}, NFETFS {v.get('nfetfs')}; "
+                       + ", ".join(parts) + "]")
+
+    def _line(self, text: str, final: bool = True) -> None:
+        if self.out.isatty():
+            self.out.write("\r\x1b[K" + text + ("\n" if final else ""))
+        elif final:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+
+class MetricsWriter:
+    """One JSON line per turn, flushed as each turn ends."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "w", encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TurnMetrics):
+            record = {k: event.values.get(k) for k in METRIC_NAMES}
+            record.update({k: v for k, v in event.values.items() if k not in record})
+            self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+async def replay(settings: Settings, audio: Path, out: Path | None, observers=(), realtime: bool = True
+                 ) -> list[dict]:
+    """The whole pipeline on a recording, paced on the audio clock like live; the spoken reply
+    goes to `out` (a WAV). Returns the per-turn metrics."""
+    from foresay.app.assemble import build_pipeline
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+
+    if not audio.exists():
+        raise ForesayError(f"recording {audio} does not exist")
+    with tempfile.TemporaryDirectory() as tmp:
+        target = out or Path(tmp) / "reply.wav"
+        tail = settings.audio.hangover.max_s + settings.audio.fixed_hangover_s + 0.5
+        source = FileSource(audio, realtime=realtime, pad_s=tail)
+        sink = WavSink(target, realtime=realtime)
+        pipeline = await build_pipeline(settings, source, sink, list(observers))
+        try:
+            await pipeline.run()
+        finally:
+            pipeline.close()
+        return pipeline.metrics
+
+
+def run_replay(args) -> int:
+    settings = settings_from(args)
+    observers = [ConsolePrinter()]
+    writer = MetricsWriter(args.metrics) if args.metrics else None
+    if writer:
+        observers.append(writer)
+    try:
+        metrics = asyncio.run(replay(settings, args.audio, args.out, observers, realtime=not args.fast))
+    finally:
+        if writer:
+            writer.close()
+    print(f"replay: {len(metrics)} turn(s)" + (f", reply written to {args.out}" if args.out else ""))
+    return 0
+
+
+def run_live(args) -> int:
+    if not args.no_ui:
+        from foresay.app.gui import run_gui
+        return run_gui(args)
+    settings = settings_from(args)
+    return asyncio.run(_live(settings))
+
+
+async def _live(settings: Settings) -> int:
+    from foresay.app.assemble import build_pipeline
+    from foresay.app.history import HistoryStore
+    from foresay.audio.capture import MicSource
+    from foresay.audio.playback import DeviceSink
+
+    mic = replace(settings.audio.mic, device=settings.audio.input_device)
+    playback = replace(settings.audio.playback, device=settings.audio.output_device)
+    history = HistoryStore(settings.app.history_dir)
+    pipeline = await build_pipeline(settings, MicSource(mic), DeviceSink(playback), [ConsolePrinter()],
+                                    history=history)
+    print(f"listening ({settings.app.mode}); Ctrl+C to stop")
+    try:
+        await pipeline.run()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        pipeline.close()
+    return 0
+
+
+def summarize_metrics(metrics: list[dict]) -> dict:
+    out = {}
+    for key in LATENCY_KEYS:
+        values = sorted(m[key] for m in metrics if isinstance(m.get(key), (int, float)))
+        if values:
+            p90 = values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
+            out[key] = {"mean": statistics.fmean(values), "median": statistics.median(values), "p90": p90}
+    return out
+
+
+def run_bench_e2e(args) -> int:
+    settings = settings_from(args)
+    folder = Path(args.audio)
+    files = sorted(folder.glob("*.wav")) if folder.is_dir() else [folder]
+    if not files or not files[0].exists():
+        raise ForesayError(f"no .wav recordings in {folder}")
+    configs = {
+        "predgen+adaptive": (True, True), "predgen+fixed": (True, False),
+        "baseline+adaptive": (False, True), "baseline+fixed": (False, False),
+    }
+    results = {}
+    for name, (speculate, adaptive) in configs.items():
+        s = replace(settings, predgen=replace(settings.predgen, enabled=speculate),
+                    app=replace(settings.app, adaptive_endpointing=adaptive))
+        metrics = []
+        for path in files:
+            metrics += asyncio.run(replay(s, path, None))
+        results[name] = summarize_metrics(metrics)
+        print(f"{name}: {len(metrics)} turns", file=sys.stderr)
+    head = f"{'ms: mean/median/p90':<22}" + "".join(f"{n:>22}" for n in configs)
+    print(head + "\n" + "-" * len(head))
+    for key in LATENCY_KEYS:
+        cells = []
+        for name in configs:
+            m = results[name].get(key)
+            cells.append(f"{m['mean']:.0f}/{m['median']:.0f}/{m['p90']:.0f}" if m else "-")
+        print(f"{key:<22}" + "".join(f"{c:>22}" for c in cells))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"configs": results}, indent=2))
+    return 0
+
+
+def register(commands, benches) -> None:
+    p = commands.add_parser("run", help="talk to Foresay (the window, or --no-ui in the terminal)")
+    p.add_argument("--no-ui", action="store_true", help="run headless in the terminal")
+    add_settings_arguments(p)
+    p.set_defaults(func=run_live)
+
+    p = commands.add_parser("replay", help="the whole pipeline on a recording instead of the mic")
+    p.add_argument("audio", type=Path, metavar="IN.wav")
+    p.add_argument("--out", type=Path, metavar="OUT.wav", help="write the spoken reply here")
+    p.add_argument("--metrics", type=Path, metavar="OUT.jsonl", help="per-turn metrics, one JSON line each")
+    p.add_argument("--fast", action="store_true",
+                   help="do not pace the recording in real time (latencies then mean little)")
+    add_settings_arguments(p)
+    p.set_defaults(func=run_replay)
+
+    p = benches.add_parser("e2e", help="replay recordings: per-stage latency, PredGen and endpointing on/off")
+    p.add_argument("--audio", required=True, help="a folder of .wav recordings (or one file)")
+    p.add_argument("--json", metavar="OUT")
+    add_settings_arguments(p)
+    p.set_defaults(func=run_bench_e2e)

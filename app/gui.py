@@ -1,0 +1,140 @@
+"""`foresay` with no command: the window, on one qasync event loop shared with the pipeline.
+
+The window gets events only through the bridge and sends user actions as Qt signals, which are
+connected here to the pipeline's controls. Models load in the background with progress in the
+status area; the window stays responsive, and a loading error is shown there, not as a crash.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from dataclasses import replace
+
+from foresay.app.config import PROFILES, Settings
+from foresay.engine.errors import ForesayError
+from foresay.engine.events import StatusMessage
+
+log = logging.getLogger(__name__)
+
+
+def settings_with_choices(settings: Settings, choices) -> Settings:
+    """The settings dialog's choices applied on top of the loaded settings."""
+    llm = replace(settings.llm, model=choices.llm_model) if choices.llm_model else settings.llm
+    asr = replace(settings.asr, target=choices.asr_model) if choices.asr_model else settings.asr
+    espeak = replace(settings.tts.espeak, voice=replace(settings.tts.espeak.voice, voice=choices.tts_voice))
+    hangover = replace(settings.audio.hangover, min_s=choices.hangover_min_ms / 1000,
+                       max_s=choices.hangover_max_ms / 1000,
+                       default_s=min(max(settings.audio.hangover.default_s, choices.hangover_min_ms / 1000),
+                                     choices.hangover_max_ms / 1000))
+    return replace(settings, llm=llm, asr=asr, tts=replace(settings.tts, espeak=espeak),
+                   predgen=replace(settings.predgen, verifier=choices.verifier_spec),
+                   audio=replace(settings.audio, hangover=hangover,
+                                 fixed_hangover_s=choices.hangover_ms / 1000),
+                   app=replace(settings.app, adaptive_endpointing=choices.endpointing == "adaptive"))
+
+
+class App:
+    """Owns the window and the running pipeline; restarts the pipeline when settings change."""
+
+    def __init__(self, settings: Settings, window, bridge):
+        self.settings = settings
+        self.window = window
+        self.bridge = bridge
+        self.pipeline = None
+        self.task: asyncio.Task | None = None
+        w = window
+        w.ptt_pressed.connect(lambda: self.pipeline and self.pipeline.press_ptt())
+        w.ptt_released.connect(lambda: self.pipeline and self.pipeline.release_ptt())
+        w.mode_changed.connect(lambda m: self.pipeline and self.pipeline.set_mode(m.replace("_", "-")))
+        w.mute_toggled.connect(lambda on: self.pipeline and setattr(self.pipeline, "muted", bool(on)))
+        w.stop_reply.connect(lambda: self.pipeline and self.pipeline.stop_reply())
+        w.new_conversation.connect(lambda: self.pipeline and self.pipeline.new_conversation())
+        w.input_device_changed.connect(lambda name: self.restart(audio_input=name))
+        w.output_device_changed.connect(lambda name: self.restart(audio_output=name))
+        w.settings_changed.connect(lambda choices: self.restart(choices=choices))
+
+    def start(self) -> None:
+        self.task = asyncio.get_event_loop().create_task(self._run())
+
+    def restart(self, audio_input=None, audio_output=None, choices=None) -> None:
+        s = self.settings
+        if audio_input is not None:
+            s = replace(s, audio=replace(s.audio, input_device=audio_input or None))
+        if audio_output is not None:
+            s = replace(s, audio=replace(s.audio, output_device=audio_output or None))
+        if choices is not None:
+            try:
+                s = settings_with_choices(s, choices)
+            except ForesayError as exc:
+                self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
+                return
+        self.settings = s
+        if self.task is not None:
+            self.task.cancel()
+        self.start()
+
+    async def _run(self) -> None:
+        from dataclasses import replace as _replace
+
+        from foresay.app.assemble import build_pipeline
+        from foresay.app.history import HistoryStore
+        from foresay.audio.capture import MicSource
+        from foresay.audio.playback import DeviceSink
+
+        s = self.settings
+        try:
+            source = MicSource(_replace(s.audio.mic, device=s.audio.input_device))
+            sink = DeviceSink(_replace(s.audio.playback, device=s.audio.output_device))
+            self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post],
+                                                 history=HistoryStore(s.app.history_dir))
+            await self.pipeline.run()
+        except asyncio.CancelledError:
+            raise
+        except ForesayError as exc:
+            self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
+        except Exception as exc:  # shown to the user; the window keeps running
+            log.exception("pipeline failed")
+            self.bridge.post(StatusMessage(0, 0.0, f"the pipeline stopped: {exc}", "error"))
+        finally:
+            if self.pipeline is not None:
+                self.pipeline.close()
+                self.pipeline = None
+
+
+def run_gui(args) -> int:
+    import qasync
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from foresay.app.commands import settings_from
+    from foresay.ui.bridge import EventBridge
+    from foresay.ui.main_window import MainWindow, WindowConfig
+    from foresay.ui.settings import SettingsChoices, SettingsOptions
+
+    settings = settings_from(args)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    bridge = EventBridge()
+    choices = SettingsChoices(profile=settings.app.profile, verifier=settings.predgen.verifier.split(":")[0],
+                              k=int(settings.predgen.verifier.split(":")[1]) if ":" in settings.predgen.verifier else 3,
+                              tts_voice=settings.tts.espeak.voice.voice,
+                              endpointing="adaptive" if settings.app.adaptive_endpointing else "fixed")
+    options = SettingsOptions(profiles=["auto", *PROFILES])
+    window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
+                        WindowConfig(mode=settings.app.mode.replace("-", "_")), choices, options)
+    try:
+        from foresay.audio.devices import list_devices
+        devices = list_devices()
+        window.set_input_devices([d.name for d in devices if d.max_input_channels > 0])
+        window.set_output_devices([d.name for d in devices if d.max_output_channels > 0])
+    except ForesayError as exc:
+        bridge.post(StatusMessage(0, 0.0, str(exc), "warning"))
+    window.show()
+    controller = App(settings, window, bridge)
+    controller.start()
+    with loop:
+        app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
+        loop.run_forever()
+    return 0
