@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from foresay.engine.errors import ForesayError
 from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady,
                                    Interrupt, PartialTranscript, SentenceReady, SpeechStarted,
                                    StatusMessage, TurnEnded, TurnMetrics)
@@ -225,7 +226,11 @@ class Pipeline:
             else:
                 if held is not None:
                     held[1].cancel()
-                prepared = self.tts.prepare(sentence.text, turn_id=turn_id)
+                try:
+                    prepared = self.tts.prepare(sentence.text, turn_id=turn_id)
+                except ForesayError as exc:  # e.g. a "sentence" of symbols only: skip it
+                    self.status(f"could not speak {sentence.text!r}: {exc}", "warning")
+                    continue
             async for chunk in prepared.stream():
                 span = (sentence.start + chunk.span[0], sentence.start + chunk.span[1])
                 ticket = await self.sink.enqueue(chunk.samples, chunk.sample_rate, span=span,

@@ -1,0 +1,118 @@
+"""The whole pipeline on recordings, with the tiny fixtures: replay, barge-in, push-to-talk."""
+import asyncio
+import subprocess
+import wave
+
+import numpy as np
+import pytest
+
+from foresay.app.commands import replay
+from foresay.app.config import load_settings
+from foresay.engine.errors import ModelUnavailable
+from foresay.engine.events import AudioChunk, SentenceReady, TurnMetrics
+
+
+def speak(text: str, path) -> tuple[np.ndarray, int]:
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
+    with wave.open(str(path)) as w:
+        rate = w.getframerate()
+        return np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16), rate
+
+
+def recording(tmp_path, texts, gap_s=1.8) -> str:
+    parts, rate = [], None
+    for i, text in enumerate(texts):
+        samples, rate = speak(text, tmp_path / f"u{i}.wav")
+        parts += [np.zeros(int(0.4 * rate), np.int16), samples, np.zeros(int(gap_s * rate), np.int16)]
+    out = tmp_path / "turns.wav"
+    with wave.open(str(out), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.concatenate(parts).tobytes())
+    return out
+
+
+@pytest.fixture
+def settings(tmp_path, fixture_dir):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[app]\nprofile = "tiny-random"\nhistory_dir = "{tmp_path / "history"}"\n'
+                      '[predgen]\nmax_new_tokens = 16\n')
+    return load_settings(config)
+
+
+def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
+    audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
+    out = tmp_path / "reply.wav"
+    seen = []
+    metrics = asyncio.run(replay(settings, audio, out, [seen.append], realtime=False))
+    assert [m["turn"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m["user_text"].strip() and m["reply_text"].strip()
+        assert m["outcome"] in ("accepted", "partial", "rejected")
+        assert m["endpoint_delay_ms"] > 0 and m["nfetfs"] >= 1 and m["audio_latency_ms"] >= 0
+    with wave.open(str(out)) as w:
+        assert w.getnframes() > 0.2 * w.getframerate()
+    assert any(isinstance(e, AudioChunk) or isinstance(e, SentenceReady) for e in seen)
+
+
+def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
+    from foresay.app.assemble import build_pipeline
+    from foresay.app.history import HistoryStore
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+
+    audio = recording(tmp_path, ["Tell me a long story about a dragon."], gap_s=4.0)
+
+    async def main():
+        history = HistoryStore(tmp_path / "h")
+        holder = {}
+
+        def stop_after_first_sentence(event):
+            if isinstance(event, SentenceReady) and event.index == 0:
+                asyncio.get_running_loop().call_later(0.2, holder["p"].stop_reply)
+        pipeline = await build_pipeline(settings, FileSource(audio, realtime=True, pad_s=1.0),
+                                         WavSink(tmp_path / "o.wav", realtime=True),
+                                         [stop_after_first_sentence], history=history)
+        holder["p"] = pipeline
+        await pipeline.run()
+        pipeline.close()
+        return pipeline, history
+
+    pipeline, history = asyncio.run(main())
+    assert pipeline.metrics and pipeline.metrics[0]["interrupted"]
+    full = pipeline.llm.conv.lm.decode(pipeline.llm.turn.reply_ids())
+    heard = history.turns[-1].assistant
+    assert history.turns[-1].interrupted and len(heard) < len(full) and full.startswith(heard)
+
+
+def test_push_to_talk_turn(tmp_path, settings):
+    from dataclasses import replace
+
+    from foresay.app.assemble import build_pipeline
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+
+    audio = recording(tmp_path, ["Set a timer for ten minutes."], gap_s=2.5)
+    ptt = replace(settings, app=replace(settings.app, mode="push-to-talk"))
+
+    async def main():
+        pipeline = await build_pipeline(ptt, FileSource(audio, realtime=True), WavSink(tmp_path / "o.wav"))
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.1, pipeline.press_ptt)
+        loop.call_later(2.2, pipeline.release_ptt)
+        await pipeline.run()
+        pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert len(pipeline.metrics) == 1
+    assert pipeline.metrics[0]["endpoint_delay_ms"] >= 0
+
+
+def test_missing_model_is_a_clear_error(tmp_path, fixture_dir):
+    config = tmp_path / "c.toml"
+    config.write_text('[app]\nprofile = "tiny-random"\n[llm]\nmodel = "nobody/missing-model"\n')
+    settings = load_settings(config)
+    with pytest.raises(ModelUnavailable, match="nobody/missing-model"):
+        asyncio.run(replay(settings, recording(tmp_path, ["Hello."]), None, realtime=False))
