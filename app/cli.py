@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmarks (predgen; asr, tts, e2e as they land)")
     benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     # Each command's module registers its parser here: module.register(subparsers).
+    from foresay.audio import cli as audio_cli
+    audio_cli.register(commands)
     return parser
 
 
