@@ -212,7 +212,8 @@ def _heard_span(chunks: list[_Chunk]) -> tuple[int, int] | None:
 
 
 class PlaybackSink:
-    """What both sinks offer; the output-specific part is the pump that calls `_pull`."""
+    """What both sinks offer; each output pulls blocks with `_core.read` and reports them
+    through `_played`."""
 
     sample_rate: int
 
