@@ -29,7 +29,8 @@ from typing import AsyncIterator, Callable
 
 from .blocks import SAMPLE_RATE, AudioBlock, AudioSource
 from .clock import ClockMapper
-from .devices import DeviceInfo, choose_stream_format, explain_portaudio_error, resolve_device, sd
+from .devices import (DeviceInfo, block_time, choose_stream_format, close_quietly,
+                      explain_portaudio_error, post, resolve_device, sd)
 from .errors import AudioDeviceError, AudioDeviceLost
 from .resample import Reblocker, StreamResampler, to_mono
 
@@ -124,34 +125,17 @@ class MicSource(AudioSource):
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
         self._gen += 1  # late callbacks of the old stream are ignored
-        if stream is None:
-            return
-        try:
-            stream.abort()
-            stream.close()
-        except Exception as exc:  # a dead device may fail to close; it is gone either way
-            log.debug("closing the input stream failed: %s", exc)
+        close_quietly(stream, "input")
 
     # --- audio thread -----------------------------------------------------------------------
 
     def _callback(self, gen, indata, frames, time_info, status) -> None:
-        now = time.monotonic()
-        try:
-            adc, current = float(time_info.inputBufferAdcTime), float(time_info.currentTime)
-        except (AttributeError, TypeError):
-            adc = current = 0.0
+        t_adc = block_time(time_info, "inputBufferAdcTime", time.monotonic())
         overflow = bool(getattr(status, "input_overflow", False))
-        data = indata.copy()
-        try:
-            self._loop.call_soon_threadsafe(self._on_block, gen, data, adc, current, now, overflow)
-        except RuntimeError:  # the loop is closed: we are shutting down
-            pass
+        post(self._loop, self._on_block, gen, indata.copy(), t_adc, overflow)
 
     def _finished(self, gen) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._on_finished, gen)
-        except RuntimeError:
-            pass
+        post(self._loop, self._on_finished, gen)
 
     # --- event loop -------------------------------------------------------------------------
 
@@ -159,17 +143,15 @@ class MicSource(AudioSource):
         if gen == self._gen and not self._closing:
             self._put(_LOST)
 
-    def _on_block(self, gen, data, adc, current, now, overflow) -> None:
+    def _on_block(self, gen, data, t_adc, overflow) -> None:
         if gen != self._gen:
             return
         if overflow:
             self.overflows += 1
         frames = len(data)
-        if adc > 0 and current > 0 and 0 <= current - adc < 2.0:
-            t_est = now - (current - adc)
-        else:   # host API without timing information: assume one block plus latency ago
-            t_est = now - frames / self.device_rate - self._latency
-        self._clock.update(self._n_in, t_est, discontinuity=overflow)
+        if t_adc is None:   # host API without timing information: one block plus latency ago
+            t_adc = time.monotonic() - frames / self.device_rate - self._latency
+        self._clock.update(self._n_in, t_adc, discontinuity=overflow)
         self._n_in += frames
         out = self._resampler.process(to_mono(data))
         for samples in self._reblock.push(out):

@@ -175,6 +175,38 @@ def choose_stream_format(device: DeviceInfo, kind: str, rate: int | None = None,
         f"channel(s) ({last_error}); choose another device (see `foresay devices`)")
 
 
+def block_time(time_info, attr: str, now: float) -> float | None:
+    """PortAudio's time for a callback's block (`attr`: inputBufferAdcTime or
+    outputBufferDacTime) moved onto the monotonic clock, given `now` = time.monotonic() taken
+    in the callback; None when the host API gives no timing information."""
+    try:
+        t, current = float(getattr(time_info, attr)), float(time_info.currentTime)
+    except (AttributeError, TypeError):
+        return None
+    if t <= 0 or current <= 0 or abs(t - current) >= 2.0:
+        return None
+    return now + (t - current)
+
+
+def post(loop, fn, *args) -> None:
+    """From an audio thread: run fn(*args) in the event loop (ignored once the loop closed)."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:   # the loop is closed: we are shutting down
+        pass
+
+
+def close_quietly(stream, what: str) -> None:
+    """Abort and close a stream; a dead device may fail to, and is gone either way."""
+    if stream is None:
+        return
+    try:
+        stream.abort()
+        stream.close()
+    except Exception as exc:
+        log.debug("closing the %s stream failed: %s", what, exc)
+
+
 def portaudio_code(exc: BaseException) -> int | None:
     args = getattr(exc, "args", ())
     if len(args) >= 2 and isinstance(args[1], int):

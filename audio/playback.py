@@ -44,7 +44,8 @@ import numpy as np
 
 from .blocks import SAMPLE_RATE
 from .clock import ClockMapper
-from .devices import DeviceInfo, choose_stream_format, explain_portaudio_error, resolve_device, sd
+from .devices import (DeviceInfo, block_time, choose_stream_format, close_quietly,
+                      explain_portaudio_error, post, resolve_device, sd)
 from .errors import AudioDeviceError, AudioFileError
 from .reference import PlaybackReference
 from .resample import resample, to_mono
@@ -402,28 +403,17 @@ class DeviceSink(PlaybackSink):
             self.flush()
         stream, self._stream = self._stream, None
         self._gen += 1
-        if stream is not None:
-            try:
-                stream.abort()
-                stream.close()
-            except Exception as exc:
-                log.debug("closing the output stream failed: %s", exc)
+        close_quietly(stream, "output")
 
     def _callback(self, gen, outdata, frames, time_info, status) -> None:
         now = time.monotonic()
-        try:
-            dac, current = float(time_info.outputBufferDacTime), float(time_info.currentTime)
-        except (AttributeError, TypeError):
-            dac = current = 0.0
-        t_out = now + (dac - current) if dac > 0 and current > 0 and 0 <= dac - current < 2.0 \
-            else now + self._latency
+        t_out = block_time(time_info, "outputBufferDacTime", now)
+        if t_out is None:   # host API without timing information: after the latency
+            t_out = now + self._latency
         out, segments, n0 = self._core.read(frames)
         outdata[:] = out[:, None]
         underflow = bool(getattr(status, "output_underflow", False))
-        try:
-            self._loop.call_soon_threadsafe(self._on_block, gen, n0, segments, t_out, underflow)
-        except RuntimeError:
-            pass
+        post(self._loop, self._on_block, gen, n0, segments, t_out, underflow)
 
     def _on_block(self, gen, n0, segments, t_out, underflow) -> None:
         if gen != self._gen:
@@ -433,10 +423,7 @@ class DeviceSink(PlaybackSink):
         self._played(n0, segments, t_out)
 
     def _finished(self, gen) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._on_finished, gen)
-        except RuntimeError:
-            pass
+        post(self._loop, self._on_finished, gen)
 
     def _on_finished(self, gen) -> None:
         if gen != self._gen or self._closing:
