@@ -5,7 +5,8 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from foresay.app import bench_asr, bench_predgen, bench_tts, doctor
+from foresay.app import bench_asr, bench_predgen, bench_tts, commands as pipeline_commands, doctor
+from foresay.audio import cli as audio_cli
 from foresay.engine.errors import ForesayError
 
 
@@ -23,21 +24,22 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     doctor.register(commands)
-    bench = commands.add_parser("bench", help="benchmarks (predgen; asr, tts, e2e as they land)")
+    bench = commands.add_parser("bench", help="benchmarks: predgen, asr, tts, e2e")
     benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     # Each command's module registers its parser here: module.register(subparsers).
     bench_predgen.register(benches)
     bench_tts.register(benches)
     bench_asr.register(benches)
+    audio_cli.register(commands)
+    pipeline_commands.register(commands, benches)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
+    if args.command is None:  # no command: the window
+        args = parser.parse_args(["run", *(argv or [])])
     try:
         return int(args.func(args) or 0)
     except ForesayError as exc:

@@ -1,0 +1,46 @@
+"""Foresay's audio stage: sound in and out, and when a user's turn starts and ends.
+
+Everything the rest of the app uses is importable from here (see docs/audio.md):
+
+- Blocks: `AudioBlock` (16 kHz mono float32 samples, `t` = monotonic capture time of the first
+  sample), `SAMPLE_RATE`.
+- Sources (async context managers and async iterators of blocks): `MicSource(MicConfig)`,
+  `FileSource(path)`; `AudioSource` documents the interface.
+- Devices: `list_devices()`, `resolve_device(spec, kind)`, `DeviceInfo`.
+- VAD and endpointing: `make_vad(VadConfig)`, `Endpointer` (returns `SpeechStarted` /
+  `TurnEnded` events), `EndpointerConfig`, `PushToTalkGate`, `Mode`, `Turn`.
+- Hangover policies (strategy objects; `update(p_end_of_turn, turn_id)` from PredGen):
+  `FixedHangover`, `AdaptiveHangover`, `AdaptiveHangoverConfig`, `HangoverPolicy`.
+- Playback: `DeviceSink`, `WavSink`, `PlaybackConfig`, `PlaybackTicket`, `PlayedSpan`.
+- Echo and barge-in: `make_echo_canceller`, `BargeInDetector` (returns `Interrupt` events),
+  `BargeInConfig`, `EchoGateConfig`, `PlaybackReference`.
+- Errors: `AudioError` and its subclasses, all `ForesayError`s.
+
+PortAudio, libsndfile, onnxruntime and livekit load only when first used.
+"""
+from .bargein import BargeInConfig, BargeInDetector
+from .blocks import SAMPLE_RATE, AudioBlock, AudioSource
+from .capture import MicConfig, MicSource
+from .devices import DeviceInfo, list_devices, resolve_device
+from .echo import EchoCanceller, EchoGateConfig, make_echo_canceller, webrtc_aec_available
+from .endpoint import Endpointer, EndpointerConfig, Mode, PushToTalkGate, Turn
+from .errors import (AudioDeviceError, AudioDeviceLost, AudioError, AudioFileError,
+                     DeviceUnavailable, NoAudioDevice, UnsupportedSampleRate)
+from .files import FileSource, load_audio, read_audio_file
+from .hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, HangoverPolicy
+from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
+from .reference import PlaybackReference
+from .vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
+
+__all__ = [
+    "SAMPLE_RATE", "AudioBlock", "AudioSource", "MicConfig", "MicSource", "FileSource",
+    "load_audio", "read_audio_file", "DeviceInfo", "list_devices", "resolve_device",
+    "Vad", "VadConfig", "WebRtcVad", "SileroVad", "make_vad",
+    "Endpointer", "EndpointerConfig", "Mode", "PushToTalkGate", "Turn",
+    "HangoverPolicy", "FixedHangover", "AdaptiveHangover", "AdaptiveHangoverConfig",
+    "DeviceSink", "WavSink", "PlaybackConfig", "PlaybackTicket", "PlayedSpan",
+    "PlaybackReference", "EchoCanceller", "EchoGateConfig", "make_echo_canceller",
+    "webrtc_aec_available", "BargeInConfig", "BargeInDetector",
+    "AudioError", "AudioFileError", "AudioDeviceError", "NoAudioDevice", "DeviceUnavailable",
+    "UnsupportedSampleRate", "AudioDeviceLost",
+]

@@ -1,0 +1,245 @@
+"""Keeping the assistant's own voice out of the microphone: echo cancellation and a gate.
+
+Two layers, used together (see docs/audio.md for the choice and its limits):
+
+1. `WebRtcEchoCanceller`: WebRTC's acoustic echo canceller (AEC3) from the `livekit` package's
+   audio processing module, whose wheels carry it for Linux, Windows and macOS. For each 10 ms
+   microphone frame it is given the audio that was played at the same moment (from the sinks'
+   `PlaybackReference`, led by `lead_ms` so the reference never arrives after its echo) and
+   subtracts the echo, leaving the user's voice. It adapts in about a second and removes 25-50
+   dB of linear echo. Without livekit, `make_echo_canceller` returns a pass-through.
+
+2. `EchoGate`, the playback-reference gate: a microphone frame counts as the user only when its
+   energy exceeds the echo expected from what was played: the reference energy around the
+   measured path delay (estimated by correlating the two energy envelopes) times the measured
+   echo gain (a high percentile of mic/reference ratios while only the assistant talks), plus a
+   margin. It catches what the canceller leaves (non-linear distortion, the first moments before
+   it adapts) and is the only protection when no canceller is available.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocks import SAMPLE_RATE, AudioBlock, to_pcm16
+from .errors import AudioError
+from .reference import PlaybackReference
+from .resample import Framer
+
+log = logging.getLogger(__name__)
+
+
+class EchoCanceller:
+    """Interface: `process(block) -> block` with the echo of the playback removed."""
+
+    name = "none"
+
+    def process(self, block: AudioBlock) -> AudioBlock:
+        return block
+
+
+def webrtc_aec_available() -> bool:
+    try:
+        from livekit import rtc  # noqa: F401
+    except Exception:   # ImportError, or a wheel whose native library fails to load
+        return False
+    return True
+
+
+class WebRtcEchoCanceller(EchoCanceller):
+    """WebRTC AEC3 through livekit's AudioProcessingModule (10 ms frames, 16 kHz, int16).
+
+    Output blocks have the input's times; while nothing has been played for `idle_s` the audio
+    passes through untouched (and the canceller keeps what it learned of the room).
+    """
+
+    name = "webrtc-aec3"
+    FRAME = SAMPLE_RATE // 100
+
+    def __init__(self, reference: PlaybackReference, *, lead_ms: float = 20.0,
+                 idle_s: float = 2.0, noise_suppression: bool = False):
+        try:
+            from livekit import rtc
+        except Exception as exc:   # ImportError, or a native library that fails to load
+            raise AudioError("the WebRTC echo canceller needs the livekit package "
+                             f"(pip install livekit): {exc}") from exc
+
+        self._rtc = rtc
+        self.reference = reference
+        self.lead_s = lead_ms / 1000
+        self.idle_s = idle_s
+        self._apm = rtc.AudioProcessingModule(echo_cancellation=True,
+                                              noise_suppression=noise_suppression,
+                                              high_pass_filter=False, auto_gain_control=False)
+        self._frames = Framer(self.FRAME)
+        self.frames_processed = 0
+        self.errors = 0
+
+    def process(self, block: AudioBlock) -> AudioBlock:
+        frames = self._frames.push(block)
+        if not frames:
+            return AudioBlock(np.zeros(0, np.float32), block.t)
+        return AudioBlock(np.concatenate([self._frame(f, t) for t, f in frames]), frames[0][0])
+
+    def _frame(self, frame: np.ndarray, t: float) -> np.ndarray:
+        if not self.reference.active(t, self.idle_s):
+            return frame
+        rtc = self._rtc
+        ref = self.reference.read(t + self.lead_s, self.FRAME)
+        far = rtc.AudioFrame(to_pcm16(ref).tobytes(), SAMPLE_RATE, 1, self.FRAME)
+        near = rtc.AudioFrame(to_pcm16(frame).tobytes(), SAMPLE_RATE, 1, self.FRAME)
+        try:
+            self._apm.process_reverse_stream(far)
+            self._apm.set_stream_delay_ms(0)   # the reference is already aligned (by time)
+            self._apm.process_stream(near)
+        except RuntimeError as exc:   # the native module refused: pass the frame through
+            self.errors += 1
+            if self.errors == 1:
+                log.warning("echo canceller failed (%s); passing audio through", exc)
+            return frame
+        self.frames_processed += 1
+        return np.frombuffer(near.data, np.int16).astype(np.float32) / 32768.0
+
+
+def make_echo_canceller(reference: PlaybackReference, kind: str = "auto",
+                        **kwargs) -> EchoCanceller:
+    """"webrtc" (error if unavailable), "none", or "auto" (webrtc when livekit loads)."""
+    if kind not in ("auto", "webrtc", "none"):
+        raise ValueError("echo canceller must be 'auto', 'webrtc' or 'none'")
+    if kind == "none":
+        return EchoCanceller()
+    if kind == "auto" and not webrtc_aec_available():
+        log.warning("livekit is not installed: no echo canceller, only the playback-reference "
+                    "gate guards against the assistant interrupting itself; prefer headphones")
+        return EchoCanceller()
+    return WebRtcEchoCanceller(reference, **kwargs)
+
+
+@dataclass(frozen=True)
+class EchoGateConfig:
+    max_delay_ms: int = 200          # longest path (output latency + air) searched
+    tail_ms: int = 150               # reverberation after the direct path
+    margin_db: float = 8.0           # the user must be this much above the expected echo
+    initial_echo_gain_db: float = 0.0  # expected echo / reference before it is measured
+    history_s: float = 4.0           # ratio and envelope history for the estimates
+    percentile: float = 95.0         # of echo-only mic/reference ratios, taken as the echo gain
+    min_measurements: int = 10       # frames needed before the measured gain is used
+    floor_db: float = -55.0          # quieter mic frames are never the user
+    reference_floor_db: float = -60.0  # quieter reference frames count as silence
+    echo_likeness: float = 0.8       # spectral similarity to the reference that marks a
+                                     # voiced frame as echo, usable to measure the echo gain
+
+
+class EchoGate:
+    """Decides per frame whether the mic holds more than the echo of the playback.
+
+    `user_dominant(frame, t)` takes a mic frame (after the echo canceller, if any) and its
+    capture time; frames must be consecutive and of one size (`frame_samples`).
+    """
+
+    def __init__(self, reference: PlaybackReference, frame_samples: int,
+                 config: EchoGateConfig | None = None):
+        self.reference = reference
+        self.config = c = config or EchoGateConfig()
+        self.n = frame_samples
+        self.f = frame_samples / SAMPLE_RATE
+        hist = max(8, int(c.history_s / self.f))
+        self._ratios: deque[float] = deque(maxlen=hist)
+        self._env_mic: deque[float] = deque(maxlen=hist)
+        self._env_ref: deque[float] = deque(maxlen=hist)
+        self._max_lag = int(np.ceil(c.max_delay_ms / 1000 / self.f))
+        self._tail = int(np.ceil(c.tail_ms / 1000 / self.f))
+        self._floor = 10 ** (c.floor_db / 10)
+        self._ref_floor = 10 ** (c.reference_floor_db / 10)
+        self.delay_frames: int | None = None   # measured path delay, in frames
+        self._since_estimate = 0
+        self.echo_gain = 10 ** (c.initial_echo_gain_db / 10)   # power ratio
+        self.last_expected_db = -120.0
+
+    @property
+    def delay_s(self) -> float | None:
+        return None if self.delay_frames is None else self.delay_frames * self.f
+
+    @property
+    def echo_gain_db(self) -> float:
+        return 10 * np.log10(max(self.echo_gain, 1e-12))
+
+    def _reference_frames(self, t: float) -> np.ndarray:
+        """Reference frames from t - (max_lag + tail) frames to t + 1 frame, one per row."""
+        back = self._max_lag + self._tail
+        x = self.reference.read(t - back * self.f, (back + 2) * self.n)
+        return x.reshape(back + 2, self.n)
+
+    def user_dominant(self, frame: np.ndarray, t: float, voiced: bool = True) -> bool:
+        """Whether the frame at `t` holds more than the echo; `voiced`: the VAD's verdict,
+        which decides (with the frame's likeness to the reference) whether it may serve to
+        measure the echo gain."""
+        c = self.config
+        e_mic = float(np.mean(np.square(frame, dtype=np.float64)))
+        frames = self._reference_frames(t)
+        energy = np.mean(np.square(frames, dtype=np.float64), axis=1)
+        # lag j (frames the echo trails the reference) is row -2 - j; j = -1 allows a reference
+        # stamped a frame late.
+        if self.delay_frames is not None:
+            lags = range(self.delay_frames - 1, self.delay_frames + self._tail + 1)
+        else:
+            lags = range(-1, self._max_lag + self._tail + 1)
+        rows = [len(frames) - 2 - j for j in lags if 0 <= len(frames) - 2 - j < len(frames)]
+        expected_unit = float(energy[rows].max())
+        self._env_mic.append(e_mic)
+        self._env_ref.append(float(energy[-2]))
+        self._update_delay()
+        if expected_unit < self._ref_floor:
+            self.last_expected_db = -120.0
+            return e_mic > self._floor
+        expected = self.echo_gain * expected_unit
+        self.last_expected_db = 10 * np.log10(max(expected, 1e-12))
+        user = e_mic > self._floor and e_mic > expected * 10 ** (c.margin_db / 10)
+        if not user and (not voiced or e_mic <= self._floor
+                         or self._likeness(frame, frames[rows]) >= c.echo_likeness):
+            self._ratios.append(e_mic / expected_unit)
+            if len(self._ratios) >= c.min_measurements:
+                self.echo_gain = float(np.percentile(self._ratios, c.percentile))
+        return user
+
+    def _likeness(self, frame: np.ndarray, candidates: np.ndarray) -> float:
+        """Best correlation of the frame's log spectrum (200-4000 Hz) with a reference frame's."""
+        lo, hi = int(200 * self.n / SAMPLE_RATE), int(4000 * self.n / SAMPLE_RATE)
+        window = np.hanning(self.n)
+        spec = np.abs(np.fft.rfft(frame * window))[lo:hi]
+        refs = np.abs(np.fft.rfft(candidates * window, axis=1))[:, lo:hi]
+        keep = np.mean(np.square(candidates), axis=1) > self._ref_floor
+        if not keep.any():
+            return 0.0
+        a = np.log10(np.square(spec) + 1e-9)
+        b = np.log10(np.square(refs[keep]) + 1e-9)
+        a = a - a.mean()
+        b = b - b.mean(axis=1, keepdims=True)
+        denom = np.sqrt(np.sum(a * a) * np.sum(b * b, axis=1)) + 1e-12
+        return float(np.max(b @ a / denom))
+
+    def _update_delay(self) -> None:
+        self._since_estimate += 1
+        if self._since_estimate < max(1, int(0.5 / self.f)) or len(self._env_ref) < 32:
+            return
+        self._since_estimate = 0
+        m = np.log10(np.asarray(self._env_mic) + 1e-10)
+        r = np.log10(np.asarray(self._env_ref) + 1e-10)
+        active = np.asarray(self._env_ref) > self._ref_floor
+        best, best_lag = 0.0, None
+        for lag in range(0, self._max_lag + 1):
+            a = m[lag:]
+            b = r[:len(r) - lag]
+            sel = active[:len(r) - lag]
+            if sel.sum() < 16:
+                continue
+            a, b = a[sel], b[sel]
+            if a.std() < 1e-6 or b.std() < 1e-6:
+                continue
+            corr = float(np.corrcoef(a, b)[0, 1])
+            if corr > best:
+                best, best_lag = corr, lag
+        self.delay_frames = best_lag if best >= 0.5 else None

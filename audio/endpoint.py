@@ -1,0 +1,346 @@
+"""Endpointing: when a user's turn starts and ends, hands-free or with push-to-talk.
+
+`Endpointer` is a streaming core without I/O. Feed it 16 kHz blocks in capture order; it cuts
+them into VAD frames and returns events from `foresay.engine.events`:
+
+    ep = Endpointer(make_vad(), EndpointerConfig(), policy=AdaptiveHangover())
+    for event in ep.push(block):   # SpeechStarted / TurnEnded, in time order
+        ...
+    ep.turn.audio()                # the current (or last) turn's audio, for the ASR
+
+Hands-free (the default mode):
+- A turn starts once `start_voiced_ms` of voiced frames lie within the last `start_window_ms`;
+  `SpeechStarted.t` is the first of those voiced frames. `preroll_ms` of audio before it is kept
+  in the turn's audio (soft onsets the VAD misses).
+- The turn ends after a silence as long as the hangover policy's current hangover, counted from
+  the end of the last voiced frame: `TurnEnded.last_voiced_t` is that instant, `TurnEnded.t`
+  the end of the frame at which the end was declared. So `t - last_voiced_t` lies in
+  [hangover, hangover + one frame).
+- `max_turn_s` ends a turn that never pauses.
+
+Push-to-talk: `gate.press()` starts a turn (`SpeechStarted.t` = press time) and `gate.release()`
+ends it at once (`TurnEnded.t` = release time; no hangover). The VAD still trims the turn's
+audio to [first voiced - preroll, last voiced + tail]; `last_voiced_t` is the press time when
+nothing in the turn was voiced (the turn's audio is then empty).
+
+Times of all events are capture times of the audio (the monotonic clock), not the moment this
+code ran: the same recording gives the same turns however fast it is fed. Controls (press,
+release, mode switches) carry a monotonic time too and take effect where the audio reaches it;
+they may come from any thread. Switching modes ends an open turn at the switch.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from foresay.engine.events import Event, SpeechStarted, TurnEnded
+
+from .blocks import SAMPLE_RATE, AudioBlock, rms_db
+from .hangover import FixedHangover, HangoverPolicy
+from .resample import Framer
+from .vad import Vad
+
+
+class Mode(str, Enum):
+    HANDS_FREE = "hands-free"
+    PUSH_TO_TALK = "push-to-talk"
+
+
+@dataclass(frozen=True)
+class EndpointerConfig:
+    start_voiced_ms: int = 150   # a turn starts once this much voiced audio ...
+    start_window_ms: int = 300   # ... lies within this window
+    preroll_ms: int = 300        # audio kept before the first voiced frame
+    tail_ms: int = 150           # audio kept after the last voiced frame when trimming
+    max_turn_s: float = 60.0     # a turn is ended after this long, paused or not
+    energy_margin_db: float = 10.0  # a voiced frame must also be this far above the noise
+                                 # floor (0 disables); trims the VAD's own overhang
+    mode: Mode = Mode.HANDS_FREE
+
+    def __post_init__(self):
+        if not 0 < self.start_voiced_ms <= self.start_window_ms:
+            raise ValueError("need 0 < start_voiced_ms <= start_window_ms")
+        if self.preroll_ms < 0 or self.tail_ms < 0:
+            raise ValueError("preroll_ms and tail_ms must not be negative")
+        if self.max_turn_s <= 0:
+            raise ValueError("max_turn_s must be positive")
+        object.__setattr__(self, "mode", Mode(self.mode))
+
+
+class PushToTalkGate:
+    """The user's controls, timestamped: push-to-talk presses and releases, and mode switches.
+
+    Safe to call from any thread (a UI's key handler, the event loop). A time of None means now
+    (`time.monotonic()`). The endpointer applies the controls in time order as its audio
+    reaches them.
+    """
+
+    def __init__(self, mode: Mode | str = Mode.HANDS_FREE):
+        self._lock = threading.Lock()
+        self._pending: list[tuple[float, int, str, object]] = []
+        self._seq = 0
+        self._mode = Mode(mode)
+        self._pressed = False
+
+    @property
+    def mode(self) -> Mode:
+        """The mode most recently asked for (it applies once the audio reaches it)."""
+        return self._mode
+
+    @property
+    def pressed(self) -> bool:
+        return self._pressed
+
+    def press(self, t: float | None = None) -> None:
+        self._add(t, "press", True)
+        self._pressed = True
+
+    def release(self, t: float | None = None) -> None:
+        self._add(t, "release", False)
+        self._pressed = False
+
+    def set_mode(self, mode: Mode | str, t: float | None = None) -> None:
+        mode = Mode(mode)
+        self._add(t, "mode", mode)
+        self._mode = mode
+
+    def _add(self, t: float | None, kind: str, value: object) -> None:
+        with self._lock:
+            self._seq += 1
+            self._pending.append((time.monotonic() if t is None else float(t), self._seq, kind,
+                                  value))
+            self._pending.sort()
+
+    def take_until(self, t: float) -> list[tuple[float, str, object]]:
+        """Remove and return the controls at or before `t`, oldest first."""
+        with self._lock:
+            n = 0
+            while n < len(self._pending) and self._pending[n][0] <= t:
+                n += 1
+            taken, self._pending = self._pending[:n], self._pending[n:]
+        return [(t_, kind, value) for t_, _, kind, value in taken]
+
+
+@dataclass
+class Turn:
+    """One user turn as the endpointer saw it. Times are monotonic seconds."""
+    turn_id: int
+    mode: Mode
+    start_t: float                     # SpeechStarted.t
+    audio_t0: float                    # capture time of the first sample of the kept audio
+    preroll_s: float
+    tail_s: float
+    first_voiced_t: float | None = None
+    last_voiced_t: float | None = None  # end of the last voiced frame
+    end_t: float | None = None          # TurnEnded.t; None while the turn is open
+    _frames: list[np.ndarray] = field(default_factory=list, repr=False)
+    _samples: int = 0
+
+    @property
+    def is_open(self) -> bool:
+        return self.end_t is None
+
+    def _add(self, frame: np.ndarray) -> None:
+        self._frames.append(frame)
+        self._samples += len(frame)
+
+    def audio(self, trimmed: bool = True) -> np.ndarray:
+        """The turn's audio; trimmed to [first voiced - preroll, last voiced + tail] (the end
+        only once the turn is over). Empty when nothing was voiced. `audio_start_t(trimmed)`
+        gives the time of its first sample."""
+        data = np.concatenate(self._frames) if self._frames else np.zeros(0, np.float32)
+        if not trimmed:
+            return data
+        if self.first_voiced_t is None:
+            return data[:0]
+        a, b = self._trim_bounds(len(data))
+        return data[a:b]
+
+    def audio_start_t(self, trimmed: bool = True) -> float:
+        if not trimmed or self.first_voiced_t is None:
+            return self.audio_t0
+        return self.audio_t0 + self._trim_bounds(self._samples)[0] / SAMPLE_RATE
+
+    def _trim_bounds(self, n: int) -> tuple[int, int]:
+        def index(t: float) -> int:
+            return min(n, max(0, int(round((t - self.audio_t0) * SAMPLE_RATE))))
+        a = index(self.first_voiced_t - self.preroll_s)
+        b = n if self.is_open else index(self.last_voiced_t + self.tail_s)
+        return a, max(a, b)
+
+
+class Endpointer:
+    """Turns blocks of audio into SpeechStarted / TurnEnded events (see the module docstring)."""
+
+    def __init__(self, vad: Vad, config: EndpointerConfig | None = None,
+                 policy: HangoverPolicy | None = None, gate: PushToTalkGate | None = None,
+                 first_turn_id: int = 1):
+        self.vad = vad
+        self.config = config or EndpointerConfig()
+        self.policy = policy or FixedHangover()
+        self.gate = gate or PushToTalkGate(self.config.mode)
+        self._mode = self.config.mode
+        self._next_turn_id = first_turn_id
+        self._frame_n = vad.frame_samples
+        self._frame_s = self._frame_n / SAMPLE_RATE
+        self._framer = Framer(self._frame_n)
+        self._ring: deque[tuple[float, np.ndarray, bool]] = deque()  # recent frames, no turn
+        self._turn: Turn | None = None
+        self._last_t = 0.0                  # end of the audio processed so far
+        self._noise_db: float | None = None  # noise floor estimate, dBFS
+        self.frames_seen = 0
+
+    # --- public -----------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @property
+    def gaps(self) -> int:
+        """Discontinuities seen in the block times (lost audio)."""
+        return self._framer.gaps
+
+    @property
+    def turn(self) -> Turn | None:
+        """The open turn, or else the last one (None before the first)."""
+        return self._turn
+
+    @property
+    def in_turn(self) -> bool:
+        return self._turn is not None and self._turn.is_open
+
+    def set_mode(self, mode: Mode | str, t: float | None = None) -> None:
+        """Switch modes (via the gate, so it happens at time `t` of the audio)."""
+        self.gate.set_mode(mode, t)
+
+    def push(self, block: AudioBlock) -> list[Event]:
+        events: list[Event] = []
+        for t, frame in self._framer.push(block):
+            events.extend(self._process_frame(frame, t))
+        return events
+
+    def finish(self, t: float | None = None) -> list[Event]:
+        """End of input: apply pending controls and close an open turn at `t` (default: the
+        end of the audio seen)."""
+        t_end = self._last_t if t is None else t
+        events = self._apply_controls(t_end)
+        if self.in_turn:
+            events.append(self._end_turn(max(t_end, self._turn.start_t)))
+        return events
+
+    # --- frames -----------------------------------------------------------------------------
+
+    def _process_frame(self, frame: np.ndarray, t: float) -> list[Event]:
+        t_end = t + self._frame_s
+        events = self._apply_controls(t)
+        loud = self._above_noise(frame)   # always: it tracks the noise floor
+        voiced = self.vad.is_speech(frame) and loud
+        self.frames_seen += 1
+        if self.in_turn:
+            self._continue_turn(frame, t, voiced, events)
+        else:
+            self._idle_frame(frame, t, voiced, events)
+        # Controls inside this frame (a release mid-frame) act after it.
+        events.extend(self._apply_controls(t_end - 1e-9))
+        self._last_t = t_end
+        return events
+
+    def _above_noise(self, frame: np.ndarray) -> bool:
+        """Track the noise floor (follows quiet frames down at once, rises 3 dB/s) and say
+        whether the frame stands `energy_margin_db` above it."""
+        margin = self.config.energy_margin_db
+        if margin <= 0:
+            return True
+        level = rms_db(frame)
+        if self._noise_db is None or level < self._noise_db:
+            self._noise_db = level
+        else:
+            self._noise_db += 3.0 * self._frame_s
+        return level >= self._noise_db + margin
+
+    def _idle_frame(self, frame: np.ndarray, t: float, voiced: bool, events: list[Event]) -> None:
+        c = self.config
+        self._ring.append((t, frame, voiced))
+        keep_s = (c.preroll_ms + c.start_window_ms) / 1000 + self._frame_s
+        while self._ring and self._ring[0][0] < t - keep_s:
+            self._ring.popleft()
+        if self._mode is not Mode.HANDS_FREE or not voiced:
+            return
+        window_start = t + self._frame_s - c.start_window_ms / 1000
+        in_window = [(ft, v) for ft, _, v in self._ring if ft >= window_start - 1e-9]
+        voiced_s = sum(self._frame_s for _, v in in_window if v)
+        if voiced_s + 1e-9 < c.start_voiced_ms / 1000:
+            return
+        first_voiced = min(ft for ft, v in in_window if v)
+        events.append(self._start_turn(first_voiced, first_voiced))
+
+    def _continue_turn(self, frame: np.ndarray, t: float, voiced: bool,
+                       events: list[Event]) -> None:
+        turn = self._turn
+        turn._add(frame)
+        t_end = t + self._frame_s
+        if voiced:
+            if turn.first_voiced_t is None:
+                turn.first_voiced_t = t
+            turn.last_voiced_t = t_end
+        if self._mode is Mode.HANDS_FREE:
+            last = turn.last_voiced_t if turn.last_voiced_t is not None else turn.start_t
+            if not voiced and t_end - last >= self.policy.hangover_s() - 1e-9:
+                events.append(self._end_turn(t_end))
+                return
+        if t_end - turn.start_t >= self.config.max_turn_s:
+            events.append(self._end_turn(t_end))
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def _start_turn(self, start_t: float, first_voiced_t: float | None) -> SpeechStarted:
+        c = self.config
+        anchor = first_voiced_t if first_voiced_t is not None else start_t
+        keep_from = anchor - c.preroll_ms / 1000
+        frames = [(ft, f, v) for ft, f, v in self._ring if ft + self._frame_s > keep_from + 1e-9]
+        self._ring.clear()
+        turn_id = self._next_turn_id
+        self._next_turn_id += 1
+        audio_t0 = frames[0][0] if frames else self._last_t
+        turn = Turn(turn_id, self._mode, start_t, audio_t0, c.preroll_ms / 1000, c.tail_ms / 1000,
+                    first_voiced_t=first_voiced_t)
+        for ft, f, v in frames:
+            turn._add(f)
+            if v:
+                if turn.first_voiced_t is None:
+                    turn.first_voiced_t = ft
+                turn.last_voiced_t = ft + self._frame_s
+        self._turn = turn
+        self.policy.begin_turn(turn_id)
+        return SpeechStarted(turn_id=turn_id, t=start_t)
+
+    def _end_turn(self, t: float) -> TurnEnded:
+        turn = self._turn
+        turn.end_t = t
+        if turn.last_voiced_t is not None:
+            turn.last_voiced_t = min(turn.last_voiced_t, t)
+        last = turn.last_voiced_t if turn.last_voiced_t is not None else turn.start_t
+        self._ring.clear()
+        return TurnEnded(turn_id=turn.turn_id, t=t, last_voiced_t=last)
+
+    def _apply_controls(self, until: float) -> list[Event]:
+        events: list[Event] = []
+        for t, kind, value in self.gate.take_until(until):
+            if kind == "mode":
+                if value is not self._mode:
+                    if self.in_turn:
+                        events.append(self._end_turn(max(t, self._turn.start_t)))
+                    self._mode = value
+            elif self._mode is not Mode.PUSH_TO_TALK:
+                continue   # presses only matter in push-to-talk mode
+            elif kind == "press" and not self.in_turn:
+                events.append(self._start_turn(t, None))
+            elif kind == "release" and self.in_turn:
+                events.append(self._end_turn(max(t, self._turn.start_t)))
+        return events

@@ -1,0 +1,89 @@
+"""How long the endpointer waits in silence before it declares the end of a turn.
+
+A policy is a small strategy object the endpointer asks on every silent frame:
+
+    policy.begin_turn(turn_id)      # the endpointer calls this when a turn starts
+    policy.hangover_s()             # the current hangover, in seconds
+    policy.update(p_end, turn_id)   # from outside, e.g. the PredGen loop with P(end of turn)
+
+`FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
+look like a complete utterance (high P(end of turn)) and long when they do not, within
+configured bounds. An update may arrive at any moment, also in the middle of a silence: the
+endpointer compares the silence so far against the newest hangover on its next frame, so a turn
+that just became "complete" ends at once. Updates tagged with another turn's id are ignored
+(a late estimate about the previous turn must not shorten this one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HangoverPolicy:
+    """Base class and interface; a policy without state may ignore begin_turn and update."""
+
+    def begin_turn(self, turn_id: int) -> None:
+        pass
+
+    def hangover_s(self) -> float:
+        raise NotImplementedError
+
+    def update(self, p_end_of_turn: float, turn_id: int | None = None) -> None:
+        pass
+
+
+class FixedHangover(HangoverPolicy):
+    def __init__(self, seconds: float = 0.7):
+        if seconds <= 0:
+            raise ValueError("hangover must be positive")
+        self.seconds = float(seconds)
+
+    def hangover_s(self) -> float:
+        return self.seconds
+
+
+@dataclass(frozen=True)
+class AdaptiveHangoverConfig:
+    min_s: float = 0.25        # hangover when the turn looks complete
+    max_s: float = 1.2         # hangover when it looks unfinished
+    default_s: float = 0.7     # before any estimate arrives in a turn
+    complete_p: float = 0.8    # P(end of turn) at or above this: min_s
+    incomplete_p: float = 0.2  # at or below this: max_s; linear in between
+
+    def __post_init__(self):
+        if not 0 < self.min_s <= self.default_s <= self.max_s:
+            raise ValueError("need 0 < min_s <= default_s <= max_s")
+        if not 0.0 <= self.incomplete_p < self.complete_p <= 1.0:
+            raise ValueError("need 0 <= incomplete_p < complete_p <= 1")
+
+
+class AdaptiveHangover(HangoverPolicy):
+    """Hangover from the newest P(end of turn) of the current turn, clamped to [min_s, max_s]."""
+
+    def __init__(self, config: AdaptiveHangoverConfig | None = None):
+        self.config = config or AdaptiveHangoverConfig()
+        self._turn_id: int | None = None
+        self._hangover = self.config.default_s
+        self.p_end_of_turn: float | None = None
+
+    def begin_turn(self, turn_id: int) -> None:
+        self._turn_id = turn_id
+        self._hangover = self.config.default_s
+        self.p_end_of_turn = None
+
+    def hangover_s(self) -> float:
+        return self._hangover
+
+    def update(self, p_end_of_turn: float, turn_id: int | None = None) -> None:
+        if turn_id is not None and turn_id != self._turn_id:
+            return
+        c = self.config
+        p = min(1.0, max(0.0, float(p_end_of_turn)))
+        self.p_end_of_turn = p
+        if p >= c.complete_p:
+            h = c.min_s
+        elif p <= c.incomplete_p:
+            h = c.max_s
+        else:
+            frac = (p - c.incomplete_p) / (c.complete_p - c.incomplete_p)
+            h = c.max_s + frac * (c.min_s - c.max_s)
+        self._hangover = min(c.max_s, max(c.min_s, h))

@@ -1,0 +1,527 @@
+"""Playback: replies to the speaker (`DeviceSink`) or to a file (`WavSink`), one interface.
+
+    sink = DeviceSink(PlaybackConfig(device=None))
+    await sink.start()
+    ticket = await sink.enqueue(samples, 24000, span=(0, 42), text=sentence)   # or play(chunk)
+    t_first = await ticket.started     # when its first sample reached the output (monotonic)
+    ...
+    sink.end_reply()                   # nothing more for this reply: play out what is buffered
+    played = await sink.drain()        # wait until it was all heard; a PlayedSpan
+    # or, on barge-in:
+    played = sink.flush()              # silence from the next block on; what was heard
+
+Chunks are resampled from their own rate (the TTS's) to the output rate on arrival and queued in
+a bounded jitter buffer (`max_buffer_s`; `enqueue` waits while it is full). Output starts once
+`prebuffer_ms` is queued, or at once after `end_reply()`. If the buffer runs dry in the middle
+of a reply, the output is filled with silence, the underrun is counted in `underruns` and output
+resumes after the pre-buffer has refilled.
+
+Timing: a `PlaybackTicket` per chunk resolves `started` with the monotonic time at which the
+chunk's first sample reaches the output (PortAudio's DAC time for devices), so voice-to-voice
+latency can be measured to the speaker, and `finished` with the time after its last sample.
+
+`flush()` stops audible output within one block: the next block the device asks for is silence.
+Samples already handed to the device (its output latency, a block or two) still sound and are
+counted as played. The returned `PlayedSpan` gives the samples of the reply that were played
+(at the chunks' own rate), and, when chunks were tagged with `span` (and `text`), the character
+span heard: whole chunks, plus the played fraction of the chunk that was cut, snapped back to a
+word boundary when its text is known.
+
+Every block sent to the output is also written, at 16 kHz and stamped with its output time, to
+`sink.reference` (a `PlaybackReference`) for echo cancellation and the barge-in gate.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocks import SAMPLE_RATE
+from .clock import ClockMapper
+from .devices import (DeviceInfo, block_time, choose_stream_format, close_quietly,
+                      explain_portaudio_error, post, resolve_device, sd)
+from .errors import AudioDeviceError, AudioFileError
+from .reference import PlaybackReference
+from .resample import resample, to_mono
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlaybackConfig:
+    device: int | str | None = None   # output device: index, (part of) a name, None = default
+    sample_rate: int | None = None    # output rate to try first; None: the device's default
+    block_ms: int = 10                # output block; flush() silences within one of these
+    latency: str | float = "low"
+    prebuffer_ms: int = 60            # queued audio needed before output starts
+    max_buffer_s: float = 30.0        # jitter buffer bound; enqueue() waits beyond it
+    reopen_attempts: int = 3
+
+    def __post_init__(self):
+        if self.block_ms <= 0 or self.prebuffer_ms < 0 or self.max_buffer_s <= 0:
+            raise ValueError("block_ms and max_buffer_s must be positive, prebuffer_ms >= 0")
+
+
+@dataclass(frozen=True)
+class PlayedSpan:
+    """How much of a reply reached the output."""
+    samples: int                          # at the chunks' own rate
+    seconds: float
+    chunks_started: int
+    chunks_total: int
+    complete: bool                        # every enqueued chunk was played to its end
+    text_span: tuple[int, int] | None     # characters heard, from the chunks' tags
+    end_t: float | None                   # output time just after the last played sample
+
+
+class PlaybackTicket:
+    """One enqueued chunk. `started` / `finished` are futures of monotonic output times; they
+    resolve to None when the chunk was flushed before it got there."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.started: asyncio.Future = loop.create_future()
+        self.finished: asyncio.Future = loop.create_future()
+
+    @staticmethod
+    def _resolve(fut: asyncio.Future, value) -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+
+class _Chunk:
+    __slots__ = ("samples", "ref", "pos", "src_len", "src_rate", "span", "text", "ticket")
+
+    def __init__(self, samples, ref, src_len, src_rate, span, text, ticket):
+        self.samples, self.pos = samples, 0   # samples: at the output rate
+        self.ref = ref                        # the same at 16 kHz, for the echo reference
+        self.src_len, self.src_rate = src_len, src_rate
+        self.span, self.text, self.ticket = span, text, ticket
+
+    def played_src(self) -> int:
+        if self.pos >= len(self.samples):
+            return self.src_len
+        return int(round(self.pos * self.src_len / max(1, len(self.samples))))
+
+
+class _Playout:
+    """The jitter buffer and the record of the current reply; shared with the audio thread."""
+
+    def __init__(self, rate: int, prebuffer: int):
+        self.rate = rate
+        self.prebuffer = prebuffer
+        self.lock = threading.Lock()
+        self.queue: deque[_Chunk] = deque()
+        self.reply: list[_Chunk] = []   # every chunk of the current reply, in order
+        self.buffered = 0
+        self.playing = False
+        self.ended = False              # end_reply() was called for the current reply
+        self.underruns = 0
+        self.n_total = 0                # samples the output has taken since it (re)started
+        self.last_n: int | None = None  # output sample index just after the reply's last
+        self.last_out_t: float | None = None
+
+    def add(self, chunk: _Chunk) -> None:
+        with self.lock:
+            self.queue.append(chunk)
+            self.reply.append(chunk)
+            self.buffered += len(chunk.samples)
+
+    def read(self, n: int):
+        """Up to n samples for the output, once per output block: (samples, segments, n0),
+        where each segment (chunk, first, count, offset) says that samples [first, first +
+        count) of the chunk went to the block at `offset`, and n0 is the output sample index
+        of the block's start."""
+        out = np.zeros(n, np.float32)
+        segments = []
+        k = 0
+        with self.lock:
+            if not self.playing and self._ready():
+                self.playing = True
+            if self.playing:
+                while k < n and self.queue:
+                    c = self.queue[0]
+                    m = min(n - k, len(c.samples) - c.pos)
+                    out[k:k + m] = c.samples[c.pos:c.pos + m]
+                    segments.append((c, c.pos, m, k))
+                    c.pos += m
+                    k += m
+                    self.buffered -= m
+                    if c.pos >= len(c.samples):
+                        self.queue.popleft()
+                if k < n:
+                    self.playing = False
+                    if not self.ended:
+                        self.underruns += 1
+            n0 = self.n_total
+            self.n_total += n
+            if k:
+                self.last_n = n0 + k
+        return out, segments, n0
+
+    def has_playable(self) -> bool:
+        with self.lock:
+            return bool(self.buffered) and (self.playing or self._ready())
+
+    def _ready(self) -> bool:
+        """Enough queued to start (or restart after an underrun); call with the lock held."""
+        return bool(self.buffered) and (self.ended or self.buffered >= self.prebuffer)
+
+    def idle(self) -> bool:
+        with self.lock:
+            return not self.queue
+
+    def take_reply(self) -> tuple[list[_Chunk], list[_Chunk], int | None]:
+        """Close the current reply: (its chunks, the unplayed ones dropped from the queue, the
+        output sample index after its last played sample)."""
+        with self.lock:
+            reply, dropped, last_n = self.reply, list(self.queue), self.last_n
+            self.last_n = None
+            self.queue.clear()
+            self.reply = []
+            self.buffered = 0
+            self.playing = False
+            self.ended = False
+        return reply, dropped, last_n
+
+
+def _heard_span(chunks: list[_Chunk]) -> tuple[int, int] | None:
+    tagged = [c for c in chunks if c.span is not None and c.pos > 0]
+    if not tagged:
+        return None
+    start, end = tagged[0].span[0], tagged[0].span[0]
+    for c in tagged:
+        a, b = c.span
+        if c.pos >= len(c.samples):
+            end = max(end, b)
+            continue
+        frac = c.pos / len(c.samples)
+        if c.text:
+            cut = int(len(c.text) * frac)
+            if cut < len(c.text) and not c.text[cut].isspace():   # drop the word being spoken
+                cut = c.text.rfind(" ", 0, cut) + 1 if " " in c.text[:cut] else 0
+            end = max(end, a + int(round(len(c.text[:cut].rstrip()) * (b - a) / len(c.text))))
+        else:
+            end = max(end, a + int((b - a) * frac))
+        break
+    return start, end
+
+
+class PlaybackSink:
+    """What both sinks offer; each output pulls blocks with `_core.read` and reports them
+    through `_played`."""
+
+    sample_rate: int
+
+    def __init__(self, config: PlaybackConfig):
+        self.config = config
+        self.reference = PlaybackReference()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._core: _Playout | None = None
+        self._clock: ClockMapper | None = None
+        self._continuous = True   # one unbroken output stream (a device, a paced file)
+        self._wake: asyncio.Event | None = None
+
+    # --- the interface ----------------------------------------------------------------------
+
+    @property
+    def underruns(self) -> int:
+        return self._core.underruns if self._core else 0
+
+    @property
+    def is_playing(self) -> bool:
+        return bool(self._core) and not self._core.idle()
+
+    async def enqueue(self, samples: np.ndarray, sample_rate: int, *,
+                      span: tuple[int, int] | None = None,
+                      text: str | None = None) -> PlaybackTicket:
+        """Queue a chunk of a reply (mono, or (frames, channels) mixed down)."""
+        if self._core is None:
+            await self.start()
+        if sample_rate <= 0:
+            raise ValueError("sample_rate must be positive")
+        src = to_mono(samples)
+        out = resample(src, sample_rate, self.sample_rate)
+        ref = resample(src, sample_rate, SAMPLE_RATE)
+        ticket = PlaybackTicket(self._loop)
+        if len(out) == 0:
+            ticket._resolve(ticket.started, None)
+            ticket._resolve(ticket.finished, None)
+            return ticket
+        cap = int(self.config.max_buffer_s * self.sample_rate)
+        while self._core.buffered and self._core.buffered + len(out) > cap:
+            await asyncio.sleep(self.config.block_ms / 1000)
+        self._core.add(_Chunk(out, ref, len(src), int(sample_rate), span, text, ticket))
+        self._wake.set()
+        return ticket
+
+    async def play(self, chunk) -> PlaybackTicket:
+        """Queue an `engine.events.AudioChunk` (its samples, rate and text span)."""
+        return await self.enqueue(chunk.samples, chunk.sample_rate, span=tuple(chunk.span))
+
+    def end_reply(self) -> None:
+        """No more chunks come for this reply: play what is queued even below the pre-buffer."""
+        if self._core is not None:
+            with self._core.lock:
+                self._core.ended = True
+            self._wake.set()
+
+    async def drain(self) -> PlayedSpan:
+        """end_reply(), then wait until the reply's last sample reached the output."""
+        self.end_reply()
+        if self._core is None:
+            return self._span([], None)
+        chunks = list(self._core.reply)
+        if chunks:
+            t_end = await chunks[-1].ticket.finished
+            if t_end is not None:
+                await asyncio.sleep(max(0.0, t_end - time.monotonic()))
+        return self.flush()
+
+    def flush(self) -> PlayedSpan:
+        """Stop now (barge-in): drop everything not yet played, report what was."""
+        if self._core is None:
+            return self._span([], None)
+        reply, dropped, last_n = self._core.take_reply()
+        for c in dropped:
+            c.ticket._resolve(c.ticket.started, None)
+            c.ticket._resolve(c.ticket.finished, None)
+        return self._span(reply, last_n)
+
+    def _span(self, reply: list[_Chunk], last_n: int | None) -> PlayedSpan:
+        samples = sum(c.played_src() for c in reply)
+        seconds = sum(c.played_src() / c.src_rate for c in reply)
+        end_t = None
+        if reply and last_n is not None:
+            # From the sample count: also right for blocks the loop has not yet heard about.
+            end_t = self._clock.time_of(last_n) if self._continuous and self._clock.anchored \
+                else self._core.last_out_t
+        return PlayedSpan(samples=samples, seconds=seconds,
+                          chunks_started=sum(1 for c in reply if c.pos > 0),
+                          chunks_total=len(reply),
+                          complete=all(c.pos >= len(c.samples) for c in reply),
+                          text_span=_heard_span(reply), end_t=end_t)
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- shared by the outputs --------------------------------------------------------------
+
+    def _setup(self, rate: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.sample_rate = rate
+        self._core = _Playout(rate, rate * self.config.prebuffer_ms // 1000)
+        self._wake = asyncio.Event()
+        self._reset_clock()
+
+    def _reset_clock(self) -> None:
+        self._clock = ClockMapper(self.sample_rate)
+        with self._core.lock:
+            self._core.n_total = 0
+            self._core.last_n = None
+
+    def _played(self, n0: int, segments, t_out: float) -> None:
+        """In the event loop: the output block starting at output sample n0, with these chunk
+        `segments`, went out at t_out (estimated). A continuous output's times are smoothed
+        against its sample count."""
+        rate = self.sample_rate
+        t0 = self._clock.update(n0, t_out) if self._continuous else t_out
+        for c, first, count, k in segments:
+            t = t0 + k / rate
+            if first == 0:
+                c.ticket._resolve(c.ticket.started, t)
+            if first + count >= len(c.samples):
+                c.ticket._resolve(c.ticket.finished, t + count / rate)
+            self._core.last_out_t = t + count / rate
+            if self._continuous:   # the chunk's 16 kHz copy, so the reference has no delay
+                scale = len(c.ref) / len(c.samples)
+                a, b = int(round(first * scale)), int(round((first + count) * scale))
+                self.reference.write(c.ref[a:b], t)
+
+
+class DeviceSink(PlaybackSink):
+    """Plays to a sound device through a PortAudio callback stream."""
+
+    def __init__(self, config: PlaybackConfig | None = None, *, stream_factory=None,
+                 on_notice=None):
+        super().__init__(config or PlaybackConfig())
+        self._factory = stream_factory
+        self._notice = on_notice or (lambda msg: log.warning("%s", msg))
+        self._stream = None
+        self._gen = 0
+        self._closing = False
+        self.device: DeviceInfo | None = None
+        self.channels = 0
+        self.device_underflows = 0
+        self.reopens = 0
+
+    async def start(self) -> None:
+        if self._stream is not None:
+            return
+        self._closing = False
+        device = resolve_device(self.config.device, "output")
+        rate, channels = choose_stream_format(device, "output", self.config.sample_rate)
+        if self._core is None:
+            self._setup(rate)
+        self._open(device, rate, channels)
+
+    def _open(self, device: DeviceInfo, rate: int, channels: int) -> None:
+        s = sd()
+        self._gen += 1
+        factory = self._factory or s.OutputStream
+        try:
+            stream = factory(device=device.index, samplerate=rate, channels=channels,
+                             dtype="float32", blocksize=rate * self.config.block_ms // 1000,
+                             latency=self.config.latency,
+                             callback=functools.partial(self._callback, self._gen),
+                             finished_callback=functools.partial(self._finished, self._gen))
+            stream.start()
+        except s.PortAudioError as exc:
+            raise explain_portaudio_error(exc, "open the speaker", device) from exc
+        self.device, self.channels, self._stream = device, channels, stream
+        self._latency = float(getattr(stream, "latency", 0.0) or 0.0)
+        log.info("playing to %s at %d Hz, %d channel(s)", device.name, rate, channels)
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._core is not None:
+            self.flush()
+        stream, self._stream = self._stream, None
+        self._gen += 1
+        close_quietly(stream, "output")
+
+    def _callback(self, gen, outdata, frames, time_info, status) -> None:
+        now = time.monotonic()
+        t_out = block_time(time_info, "outputBufferDacTime", now)
+        if t_out is None:   # host API without timing information: after the latency
+            t_out = now + self._latency
+        out, segments, n0 = self._core.read(frames)
+        outdata[:] = out[:, None]
+        underflow = bool(getattr(status, "output_underflow", False))
+        post(self._loop, self._on_block, gen, n0, segments, t_out, underflow)
+
+    def _on_block(self, gen, n0, segments, t_out, underflow) -> None:
+        if gen != self._gen:
+            return
+        if underflow:
+            self.device_underflows += 1
+        self._played(n0, segments, t_out)
+
+    def _finished(self, gen) -> None:
+        post(self._loop, self._on_finished, gen)
+
+    def _on_finished(self, gen) -> None:
+        if gen != self._gen or self._closing:
+            return
+        self._loop.create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """The stream stopped on its own (device gone, PortAudio error): reopen it."""
+        name = self.device.name if self.device else "the speaker"
+        played = self.flush()
+        self._notice(f"output device {name!r} stopped; reopening "
+                     f"({played.samples} samples of the reply had played)")
+        self._stream = None
+        for attempt in range(1, self.config.reopen_attempts + 1):
+            await asyncio.sleep(0.5 * attempt)
+            if self._closing:
+                return
+            try:
+                device = resolve_device(name, "output")
+                rate, channels = choose_stream_format(device, "output", self.sample_rate)
+                if rate != self.sample_rate:
+                    self._setup(rate)
+                self._reset_clock()
+                self._open(device, rate, channels)
+            except AudioDeviceError as exc:
+                self._notice(f"reopening {name!r} failed: {exc}")
+                continue
+            self.reopens += 1
+            return
+        self._notice(f"output device {name!r} is gone; replies are not played")
+
+
+class WavSink(PlaybackSink):
+    """Writes replies to a WAV file (16-bit PCM), for headless runs and replay.
+
+    realtime=True behaves like a speaker: blocks are written at their real-time pace, with
+    silence between replies, so output times, flush() and the echo reference mean the same as
+    with a device. realtime=False writes the replies back to back as fast as they come; output
+    times are the moments they were written.
+    """
+
+    def __init__(self, path, sample_rate: int = 24_000, *, realtime: bool = True,
+                 config: PlaybackConfig | None = None):
+        super().__init__(config or PlaybackConfig())
+        self.path = str(path)
+        self.sample_rate = int(sample_rate)
+        self.realtime = realtime
+        self._continuous = realtime
+        self._file = None
+        self._task: asyncio.Task | None = None
+        self.samples_written = 0
+
+    async def start(self) -> None:
+        if self._file is not None:
+            return
+        import soundfile as sf
+
+        try:
+            self._file = sf.SoundFile(self.path, "w", samplerate=self.sample_rate, channels=1,
+                                      subtype="PCM_16", format="WAV")
+        except (sf.LibsndfileError, OSError, RuntimeError) as exc:
+            raise AudioFileError(f"cannot write {self.path}: {exc}") from exc
+        self._setup(self.sample_rate)
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if self._core is not None:
+            self.flush()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    async def _pump(self) -> None:
+        n = self.sample_rate * self.config.block_ms // 1000
+        block_s = n / self.sample_rate
+        t_next = time.monotonic()
+        while True:
+            if self.realtime:
+                out, segments, n0 = self._core.read(n)
+                self._file.write(out)
+                self.samples_written += n
+                self._played(n0, segments, t_next)
+                t_next += block_s
+                await asyncio.sleep(max(0.0, t_next - time.monotonic()))
+            elif self._core.has_playable():
+                out, segments, n0 = self._core.read(n)
+                filled = sum(count for _, _, count, _ in segments)
+                self._file.write(out[:filled])
+                self.samples_written += filled
+                self._played(n0, segments, time.monotonic())
+                await asyncio.sleep(0)
+            else:
+                self._wake.clear()
+                await self._wake.wait()

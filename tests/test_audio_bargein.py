@@ -1,0 +1,145 @@
+"""Barge-in on mixed recordings: the assistant's own voice leaking into the mic must not
+interrupt it; a second voice over it must, within 400 ms."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from audio_kit import normalize_active, speech_clip, speech_extent
+
+from foresay.audio.bargein import BargeInConfig, BargeInDetector
+from foresay.audio.blocks import SAMPLE_RATE, AudioBlock, rms_db
+from foresay.audio.echo import (EchoCanceller, WebRtcEchoCanceller, make_echo_canceller,
+                                webrtc_aec_available)
+from foresay.audio.reference import PlaybackReference
+from foresay.engine.events import Interrupt
+
+T0 = 2000.0
+ASSISTANT = ("Sure. The weather in Paris tomorrow will be mostly sunny, with a high of twenty "
+             "two degrees and a light breeze from the west in the afternoon.")
+USER = "No wait, I meant the weather in London, not Paris."
+
+CANCELLERS = ["webrtc", "none"]   # the echo canceller with the gate, and the gate alone
+
+
+@pytest.fixture(scope="module")
+def voices(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("voices")
+    assistant = speech_clip(tmp, ASSISTANT, before_s=0, after_s=0, noise_db=-120, level_db=-20)
+    user = speech_clip(tmp, USER, voice="en+f3", before_s=0, after_s=0, noise_db=-120,
+                       level_db=-20)
+    return assistant.samples, user.samples
+
+
+def room(x: np.ndarray, delay_ms: float, gain_db: float) -> np.ndarray:
+    """The speaker-to-mic path: a delay, two reflections, `gain_db` overall."""
+    d = int(delay_ms * SAMPLE_RATE / 1000)
+    h = np.zeros(d + 1200)
+    h[d], h[d + 400], h[d + 1100] = 1.0, 0.35, 0.15
+    y = np.convolve(x, h)[:len(x)]
+    scale = 10 ** (gain_db / 20) * np.sqrt(np.mean(x ** 2) / np.mean(y ** 2))
+    return (y * scale).astype(np.float32)
+
+
+def mixed(voices, *, user_at: float | None, echo_db: float = -20.0, delay_ms: float = 40.0,
+          seed: int = 0):
+    """(what the speaker played, what the mic heard, when the user started)."""
+    assistant, user = voices
+    n = len(assistant) + SAMPLE_RATE
+    played = np.zeros(n, np.float32)
+    played[:len(assistant)] = assistant
+    mic = room(played, delay_ms, echo_db)
+    mic += np.random.default_rng(seed).normal(0, 10 ** (-60 / 20), n).astype(np.float32)
+    onset = None
+    if user_at is not None:
+        s = int(user_at * SAMPLE_RATE)
+        m = min(len(user), n - s)
+        mic[s:s + m] += user[:m]
+        onset = user_at + speech_extent(user)[0]
+    return played, mic, onset
+
+
+def run_detector(played, mic, canceller_kind: str, *, ahead_ms: float = 60.0, block: int = 320):
+    """Play `played` (the sink writes the reference `ahead_ms` before it sounds) while feeding
+    `mic` block by block through the canceller and the detector."""
+    reference = PlaybackReference()
+    canceller = make_echo_canceller(reference, canceller_kind)
+    detector = BargeInDetector(reference)
+    detector.arm(turn_id=7)
+    ahead = int(ahead_ms * SAMPLE_RATE / 1000)
+    reference.write(played[:ahead], T0)
+    events, cleaned = [], []
+    for i in range(0, len(mic) - block + 1, block):
+        j = i + ahead
+        reference.write(played[j:j + block], T0 + j / SAMPLE_RATE)
+        raw = AudioBlock(mic[i:i + block], T0 + i / SAMPLE_RATE)
+        out = canceller.process(raw)
+        cleaned.append(out.samples)
+        events += detector.process(out, raw)
+    return events, detector, np.concatenate(cleaned)
+
+
+def test_webrtc_aec_is_installed_and_chosen():
+    assert webrtc_aec_available()
+    assert isinstance(make_echo_canceller(PlaybackReference()), WebRtcEchoCanceller)
+    assert type(make_echo_canceller(PlaybackReference(), "none")) is EchoCanceller
+
+
+@pytest.mark.parametrize("canceller", CANCELLERS)
+@pytest.mark.parametrize("delay_ms", [0, 40, 120])
+def test_own_voice_leaking_at_minus_20_db_does_not_interrupt(voices, canceller, delay_ms):
+    for seed in range(2):
+        played, mic, _ = mixed(voices, user_at=None, delay_ms=delay_ms, seed=seed)
+        events, detector, _ = run_detector(played, mic, canceller)
+        assert events == [], f"self-interrupt at {[e.t - T0 for e in events]}"
+        assert detector.armed
+
+
+@pytest.mark.parametrize("canceller", CANCELLERS)
+@pytest.mark.parametrize("user_at", [1.0, 2.0, 3.5])
+def test_second_voice_over_the_assistant_interrupts_within_400_ms(voices, canceller, user_at):
+    played, mic, onset = mixed(voices, user_at=user_at)
+    events, detector, _ = run_detector(played, mic, canceller)
+    assert len(events) == 1
+    [event] = events
+    assert isinstance(event, Interrupt) and event.turn_id == 7
+    latency = event.t - T0 - onset
+    assert 0.3 - 0.031 <= latency <= 0.4          # min_speech_ms is 300 ms
+    assert abs(detector.onset_t - T0 - onset) <= 0.061
+    assert not detector.armed                     # one interrupt per reply
+
+
+def test_echo_canceller_removes_the_echo_and_keeps_the_user(voices):
+    played, mic, _ = mixed(voices, user_at=None, echo_db=-10)
+    _, _, cleaned = run_detector(played, mic, "webrtc")
+    s = slice(2 * SAMPLE_RATE, len(voices[0]))    # after it adapted, while the assistant talks
+    assert rms_db(mic[s]) - rms_db(cleaned[s]) > 25
+    played, mic, onset = mixed(voices, user_at=2.0, echo_db=-10)
+    _, _, cleaned = run_detector(played, mic, "webrtc")
+    u = slice(int(2.0 * SAMPLE_RATE), int(2.0 * SAMPLE_RATE) + len(voices[1]))
+    assert abs(rms_db(cleaned[u]) - rms_db(voices[1])) < 3    # double talk survives
+
+
+@pytest.mark.parametrize("echo_db,user_at", [(-6, 2.0), (-10, 0.5)])
+def test_stronger_echo_is_handled_by_the_canceller(voices, echo_db, user_at):
+    # Loud speakers (echo only 6-10 dB below the playback) with the canceller: still no
+    # self-interrupt, and the user still gets through, also early in the first reply.
+    played, mic, _ = mixed(voices, user_at=None, echo_db=echo_db)
+    assert run_detector(played, mic, "webrtc")[0] == []
+    played, mic, onset = mixed(voices, user_at=user_at, echo_db=echo_db)
+    [event] = run_detector(played, mic, "webrtc")[0]
+    assert event.t - T0 - onset <= 0.4
+
+
+def test_disarmed_detector_is_silent_and_quiet_playback_needs_no_gate(voices):
+    _, user = voices
+    reference = PlaybackReference()
+    detector = BargeInDetector(reference, BargeInConfig(min_speech_ms=200))
+    x = np.concatenate([np.zeros(SAMPLE_RATE // 2, np.float32), normalize_active(user, -25)])
+    blocks = [AudioBlock(x[i:i + 480], T0 + i / SAMPLE_RATE) for i in range(0, len(x) - 480, 480)]
+    assert [e for b in blocks for e in detector.process(b)] == []     # not armed
+    detector.arm(3)
+    blocks = [AudioBlock(b.samples, b.t + 10) for b in blocks]
+    events = [e for b in blocks for e in detector.process(b)]
+    assert len(events) == 1 and events[0].turn_id == 3                # nothing played: any voice
+    with pytest.raises(ValueError):
+        BargeInConfig(min_voiced_ratio=0)
