@@ -30,10 +30,11 @@ def make_endpointer(settings: Settings):
 
 
 async def build_pipeline(settings: Settings, source, sink, observers: list[Callable[[Event], None]] = (),
-                         history: HistoryStore | None = None) -> Pipeline:
+                         history: HistoryStore | None = None, wait_for_replies: bool = False) -> Pipeline:
     """Load every model named by `settings` (reporting progress to the observers), wire the
     stages around `source` and `sink`, and warm them up."""
     from foresay.audio.bargein import BargeInDetector
+    from foresay.audio.echo import make_echo_canceller
     from foresay.engine.asr import StreamingAsr, build_backend
     from foresay.engine.llm import load_llm
     from foresay.engine.predgen.conversation import Conversation
@@ -57,10 +58,12 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         conversation.load(history.messages())
     verifier = make_verifier(settings.predgen.verifier, lm)
     bargein = BargeInDetector(sink.reference, settings.audio.bargein) if settings.audio.barge_in else None
+    echo = make_echo_canceller(sink.reference, settings.audio.echo_canceller)
     pipeline = Pipeline(source=source, endpointer=make_endpointer(settings), asr=None, llm=None,
-                        tts=tts, sink=sink, bargein=bargein, history=history,
-                        adaptive_endpointing=settings.app.adaptive_endpointing, observers=list(observers))
-    pipeline.asr = StreamingAsr(backend, pipeline.dispatch, settings.asr_streaming)
+                        tts=tts, sink=sink, bargein=bargein, echo=echo, history=history,
+                        adaptive_endpointing=settings.app.adaptive_endpointing, observers=list(observers),
+                        wait_for_replies=wait_for_replies)
+    pipeline.asr = StreamingAsr(backend, pipeline.dispatch, settings.streaming)
     pipeline.llm = PredGenStage(conversation, pipeline.dispatch, settings.predgen.engine_config(),
                                 verifier, speculate=settings.predgen.enabled)
     tell(3, "warming up")

@@ -94,7 +94,7 @@ async def replay(settings: Settings, audio: Path, out: Path | None, observers=()
         tail = settings.audio.hangover.max_s + settings.audio.fixed_hangover_s + 0.5
         source = FileSource(audio, realtime=realtime, pad_s=tail)
         sink = WavSink(target, realtime=realtime)
-        pipeline = await build_pipeline(settings, source, sink, list(observers))
+        pipeline = await build_pipeline(settings, source, sink, list(observers), wait_for_replies=not realtime)
         try:
             await pipeline.run()
         finally:
@@ -131,8 +131,8 @@ async def _live(settings: Settings) -> int:
     from foresay.audio.capture import MicSource
     from foresay.audio.playback import DeviceSink
 
-    mic = replace(settings.audio.mic, device=settings.audio.input_device)
-    playback = replace(settings.audio.playback, device=settings.audio.output_device)
+    mic = replace(settings.audio.mic, device=settings.audio.device(settings.audio.input_device))
+    playback = replace(settings.audio.playback, device=settings.audio.device(settings.audio.output_device))
     history = HistoryStore(settings.app.history_dir)
     pipeline = await build_pipeline(settings, MicSource(mic), DeviceSink(playback), [ConsolePrinter()],
                                     history=history)

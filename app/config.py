@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foresay.app.settings import ConfigError, build, merge, parse_override
+from foresay.audio.bargein import BargeInConfig
+from foresay.audio.capture import MicConfig
+from foresay.audio.endpoint import EndpointerConfig
+from foresay.audio.hangover import AdaptiveHangoverConfig
+from foresay.audio.playback import PlaybackConfig
+from foresay.audio.vad import VadConfig
 from foresay.engine.asr.factory import AsrConfig
+from foresay.engine.asr.streaming import StreamingConfig
 from foresay.engine.llm import LLMConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.tts.espeak import EspeakConfig
@@ -75,12 +82,43 @@ class TtsSettings:
 
 
 @dataclass(frozen=True)
+class AudioSettings:
+    """input_device / output_device: index or (part of) a name; None: the system default.
+    hangover: the adaptive endpointing bounds; fixed_hangover_s: the hangover when not adaptive.
+    barge_in: let the user interrupt a reply by speaking; echo_canceller: auto | webrtc | none.
+    The endpointer's mode comes from [app] mode."""
+    input_device: str | None = None
+    output_device: str | None = None
+    mic: MicConfig = field(default_factory=MicConfig)
+    playback: PlaybackConfig = field(default_factory=PlaybackConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
+    endpointer: EndpointerConfig = field(default_factory=EndpointerConfig)
+    hangover: AdaptiveHangoverConfig = field(default_factory=AdaptiveHangoverConfig)
+    fixed_hangover_s: float = 0.7
+    barge_in: bool = True
+    bargein: BargeInConfig = field(default_factory=BargeInConfig)
+    echo_canceller: str = "auto"
+
+    def __post_init__(self):
+        if self.fixed_hangover_s <= 0:
+            raise ConfigError("fixed_hangover_s must be positive")
+        if self.echo_canceller not in ("auto", "webrtc", "none"):
+            raise ConfigError(f"echo_canceller must be auto, webrtc or none, got {self.echo_canceller!r}")
+
+    @staticmethod
+    def device(spec: str | None) -> int | str | None:
+        return int(spec) if spec is not None and spec.strip().isdigit() else spec
+
+
+@dataclass(frozen=True)
 class Settings:
     app: AppSettings = field(default_factory=AppSettings)
     llm: LLMConfig = field(default_factory=LLMConfig)
     predgen: PredGenSettings = field(default_factory=PredGenSettings)
     asr: AsrConfig = field(default_factory=AsrConfig)
+    streaming: StreamingConfig = field(default_factory=StreamingConfig)
     tts: TtsSettings = field(default_factory=TtsSettings)
+    audio: AudioSettings = field(default_factory=AudioSettings)
 
 
 # Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.

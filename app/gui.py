@@ -84,8 +84,8 @@ class App:
 
         s = self.settings
         try:
-            source = MicSource(_replace(s.audio.mic, device=s.audio.input_device))
-            sink = DeviceSink(_replace(s.audio.playback, device=s.audio.output_device))
+            source = MicSource(_replace(s.audio.mic, device=s.audio.device(s.audio.input_device)))
+            sink = DeviceSink(_replace(s.audio.playback, device=s.audio.device(s.audio.output_device)))
             self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post],
                                                  history=HistoryStore(s.app.history_dir))
             await self.pipeline.run()
@@ -121,7 +121,7 @@ def run_gui(args) -> int:
                               k=int(settings.predgen.verifier.split(":")[1]) if ":" in settings.predgen.verifier else 3,
                               tts_voice=settings.tts.espeak.voice.voice,
                               endpointing="adaptive" if settings.app.adaptive_endpointing else "fixed")
-    options = SettingsOptions(profiles=["auto", *PROFILES])
+    options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
                         WindowConfig(mode=settings.app.mode.replace("-", "_")), choices, options)
     try:

@@ -48,12 +48,16 @@ def _ms(a: float | None, b: float | None) -> float | None:
 
 
 class Pipeline:
-    def __init__(self, *, source, endpointer, asr, llm, tts, sink, bargein=None, history=None,
+    def __init__(self, *, source, endpointer, asr, llm, tts, sink, bargein=None, echo=None, history=None,
                  adaptive_endpointing: bool = True, observers: list[Callable[[Event], None]] = (),
-                 clock: Callable[[], float] = time.monotonic, keep_audio_s: float = 1.0):
+                 clock: Callable[[], float] = time.monotonic, keep_audio_s: float = 1.0,
+                 wait_for_replies: bool = False):
         """`asr`: an engine.asr StreamingAsr whose emit is `self.dispatch` (see `connect`);
         `llm`: a PredGenStage likewise; `tts`: a TtsEngine; `sink`: a PlaybackSink;
-        `bargein`: a BargeInDetector on the sink's playback reference (None: no barge-in)."""
+        `bargein`: a BargeInDetector on the sink's playback reference (None: no barge-in);
+        `echo`: an echo canceller on the same reference (None: the microphone as it is).
+        `wait_for_replies`: finish each reply before reading more audio (a file replayed faster
+        than real time, whose next turn would otherwise barge in)."""
         self.source = source
         self.endpointer = endpointer
         self.asr = asr
@@ -61,10 +65,12 @@ class Pipeline:
         self.tts = tts
         self.sink = sink
         self.bargein = bargein
+        self.echo = echo
         self.history = history
         self.adaptive_endpointing = adaptive_endpointing
         self.observers = list(observers)
         self.clock = clock
+        self.wait_for_replies = wait_for_replies
         self.metrics: list[dict] = []
         self.muted = False
         self._recent: collections.deque = collections.deque()
@@ -107,16 +113,16 @@ class Pipeline:
 
     def on_block(self, block) -> None:
         """One block of microphone (or file) audio, in capture order."""
-        if self.muted:
-            block = type(block)(block.samples * 0, block.t)
-        self._recent.append(block)
-        while self._recent and self._recent[0].t_end < block.t_end - self._keep_audio_s:
+        raw = type(block)(block.samples * 0, block.t) if self.muted else block
+        clean = self.echo.process(raw) if self.echo is not None else raw
+        self._recent.append(clean)
+        while self._recent and self._recent[0].t_end < clean.t_end - self._keep_audio_s:
             self._recent.popleft()
         if self.bargein is not None and self.bargein.armed:
-            for event in self.bargein.process(block):
+            for event in self.bargein.process(clean, raw):
                 self.dispatch(event)
             return
-        self._push(block)
+        self._push(clean)
 
     def _push(self, block) -> None:
         for event in self.endpointer.push(block):
@@ -296,6 +302,8 @@ class Pipeline:
             async with self.source:
                 async for block in self.source:
                     self.on_block(block)
+                    if self.wait_for_replies:
+                        await self.settle()
             for event in self.endpointer.finish():
                 if isinstance(event, TurnEnded):
                     self._feed_asr()

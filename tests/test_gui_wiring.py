@@ -1,0 +1,79 @@
+"""The window's controls reach the pipeline: push-to-talk through the window drives a turn."""
+import asyncio
+from dataclasses import replace
+
+from foresay.app.gui import App, settings_with_choices
+from foresay.engine.events import TurnMetrics
+from foresay.ui.settings import SettingsChoices
+
+from test_pipeline import recording, settings  # noqa: F401  (fixture)
+from ui_support import OUTPUT_DIR, qapp, qsettings  # noqa: F401  (fixtures)
+
+
+def make_window(qapp, qsettings, mode="push_to_talk"):
+    from foresay.ui.bridge import EventBridge
+    from foresay.ui.main_window import MainWindow, WindowConfig
+    bridge = EventBridge()
+    return MainWindow(bridge, qsettings, WindowConfig(mode=mode)), bridge
+
+
+class FakePipeline:
+    def __init__(self):
+        self.calls = []
+        self.muted = False
+
+    def __getattr__(self, name):
+        return lambda *a: self.calls.append((name, *a))
+
+
+def test_window_controls_call_the_pipeline(qapp, qsettings, settings):  # noqa: F811
+    window, bridge = make_window(qapp, qsettings)
+    app = App(settings, window, bridge)
+    app.pipeline = fake = FakePipeline()
+    window.ptt_pressed.emit()
+    window.ptt_released.emit()
+    window.mode_changed.emit("hands_free")
+    window.stop_reply.emit()
+    window.new_conversation.emit()
+    window.mute_toggled.emit(True)
+    assert fake.calls == [("press_ptt",), ("release_ptt",), ("set_mode", "hands-free"),
+                          ("stop_reply",), ("new_conversation",)]
+    assert fake.muted is True
+
+
+def test_settings_dialog_choices_reach_the_settings(settings):  # noqa: F811
+    choices = SettingsChoices(verifier="topk", k=5, endpointing="fixed", hangover_ms=900,
+                              hangover_min_ms=200, hangover_max_ms=1500, tts_voice="en-gb")
+    s = settings_with_choices(settings, choices)
+    assert s.predgen.verifier == "topk:5" and not s.app.adaptive_endpointing
+    assert s.audio.fixed_hangover_s == 0.9 and s.audio.hangover.max_s == 1.5
+    assert s.tts.espeak.voice.voice == "en-gb"
+
+
+def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, settings):  # noqa: F811
+    from foresay.app.assemble import build_pipeline
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+
+    audio = recording(tmp_path, ["What time is it in Tokyo?"], gap_s=2.5)
+    window, bridge = make_window(qapp, qsettings)
+    s = replace(settings, app=replace(settings.app, mode="push-to-talk"))
+    controller = App(s, window, bridge)
+
+    async def main():
+        pipeline = await build_pipeline(s, FileSource(audio, realtime=True), WavSink(tmp_path / "o.wav"),
+                                         [bridge.post])
+        controller.pipeline = pipeline
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.1, window.ptt_pressed.emit)
+        loop.call_later(2.3, window.ptt_released.emit)
+        await pipeline.run()
+        pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert len(pipeline.metrics) == 1 and pipeline.metrics[0]["reply_text"]
+    qapp.processEvents()
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    window.resize(1000, 700)
+    window.grab().save(str(OUTPUT_DIR / "main_window_after_ptt_turn.png"))
