@@ -50,3 +50,14 @@ def test_broken_configs_name_the_problem(tmp_path, text, message):
 def test_missing_config_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.toml")
+
+
+def test_the_readme_example_config_is_valid(tmp_path):
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "config.toml"
+    path.write_text(block.replace('profile = "auto"', 'profile = "cpu"'))
+    s = load_settings(path)
+    assert s.llm.model == "Qwen/Qwen2.5-3B-Instruct" and s.asr.draft == "openai/whisper-tiny.en"
+    assert s.audio.input_device == "USB" and s.audio.hangover.max_s == 1.2
