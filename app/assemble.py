@@ -29,6 +29,16 @@ def make_endpointer(settings: Settings):
     return Endpointer(make_vad(audio.vad), config, policy=policy)
 
 
+def share_cores(settings: Settings) -> None:
+    """ASR and LLM both on the CPU: each worker thread gets half the cores, so a partial
+    transcript's hop is not slowed by the other's thread pool fighting it for the same cores."""
+    import os
+
+    import torch
+    if not settings.llm.threads and settings.llm.device in ("cpu", "auto") and not torch.cuda.is_available():
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+
+
 async def build_pipeline(settings: Settings, source, sink, observers: list[Callable[[Event], None]] = (),
                          history: HistoryStore | None = None, wait_for_replies: bool = False) -> Pipeline:
     """Load every model named by `settings` (reporting progress to the observers), wire the
@@ -46,6 +56,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         for observer in observers:
             observer(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
 
+    share_cores(settings)
     tell(0, f"loading the language model {settings.llm.model}")
     lm = await asyncio.to_thread(load_llm, settings.llm)
     tell(1, f"loading the speech recognizer {settings.asr.target}")
@@ -64,8 +75,10 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
                         adaptive_endpointing=settings.app.adaptive_endpointing, observers=list(observers),
                         wait_for_replies=wait_for_replies)
     pipeline.asr = StreamingAsr(backend, pipeline.dispatch, settings.streaming)
+    asr_stage = pipeline.asr
     pipeline.llm = PredGenStage(conversation, pipeline.dispatch, settings.predgen.engine_config(),
-                                verifier, speculate=settings.predgen.enabled)
+                                verifier, speculate=settings.predgen.enabled,
+                                yield_to=lambda: asr_stage.decoding)
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")

@@ -79,3 +79,23 @@ def test_baseline_stage_ignores_partials(tiny_lm):
     assert record.outcome == "baseline"
     assert not any(isinstance(e, DraftUpdated) for e in events)
     assert isinstance(events[-1], ReplyDone)
+
+
+def test_speculation_yields_while_the_asr_decodes(tiny_lm):
+    events = []
+    busy = {"asr": True}
+
+    async def main():
+        stage = PredGenStage(Conversation(tiny_lm), events.append, CONFIG, yield_to=lambda: busy["asr"])
+        stage.on_partial(PartialTranscript(1, 0.0, 1, "what is the", "weather"))
+        await stage.settled()
+        yielded = stage.turn.updates[-1]
+        busy["asr"] = False
+        stage.on_partial(PartialTranscript(1, 0.0, 2, "what is the weather", "in"))
+        await stage.settled()
+        stage.close()
+        return yielded, stage.turn.updates[-1]
+
+    yielded, free = asyncio.run(main())
+    assert yielded.passes == 1 and yielded.draft_after == 1   # verification only, no extension
+    assert free.draft_after > 1

@@ -30,6 +30,7 @@ class StreamingAsr:
         self._hops: asyncio.Task | None = None
         self.hops_run = 0
         self.hops_skipped = 0
+        self.decoding = False  # a hop or the final is being decoded (other stages may yield)
 
     async def warmup(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor, self.backend.warmup)
@@ -64,7 +65,11 @@ class StreamingAsr:
             transcriber.append(audio)
             return transcriber.finish()
 
-        event = await asyncio.get_running_loop().run_in_executor(self._executor, final)
+        self.decoding = True
+        try:
+            event = await asyncio.get_running_loop().run_in_executor(self._executor, final)
+        finally:
+            self.decoding = False
         self.emit(event)
         return event
 
@@ -104,7 +109,11 @@ class StreamingAsr:
                     transcriber.append(audio)
                     return transcriber.hop()
 
-                partial = await loop.run_in_executor(self._executor, step)
+                self.decoding = True
+                try:
+                    partial = await loop.run_in_executor(self._executor, step)
+                finally:
+                    self.decoding = False
                 self.hops_run += 1
                 self.emit(partial)
             late = loop.time() - next_tick

@@ -29,14 +29,18 @@ def partial_prompt(event: PartialTranscript) -> str:
 class PredGenStage:
     def __init__(self, conv: Conversation, emit: Callable[[Event], None],
                  config: PredGenConfig = PredGenConfig(), verifier: Verifier | None = None,
-                 speculate: bool = True, clock: Callable[[], float] = time.monotonic):
-        """`speculate=False` gives the baseline: nothing happens before the final transcript."""
+                 speculate: bool = True, clock: Callable[[], float] = time.monotonic,
+                 yield_to: Callable[[], bool] | None = None):
+        """`speculate=False` gives the baseline: nothing happens before the final transcript.
+        `yield_to()`: while it is true (e.g. the ASR is decoding on the same cores or GPU),
+        speculation stops extending its draft; the next partial resumes it."""
         self.conv = conv
         self.emit = emit
         self.config = config
         self.verifier = verifier
         self.speculate = speculate
         self.clock = clock
+        self.yield_to = yield_to
         self.turn: PredGenTurn | None = None
         self.records: list[TurnRecord] = []
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foresay-llm")
@@ -76,7 +80,7 @@ class PredGenStage:
             turn = self.turn
             if not text or turn is None or turn.turn_id != event.turn_id:
                 continue
-            record = await self._run(turn.update, text, event.revision)
+            record = await self._run(turn.update, text, event.revision, should_stop=self.yield_to)
             if not record.stale and record.passes:
                 self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
                                        record.accepted, record.p_end_of_turn or 0.0,
