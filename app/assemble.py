@@ -5,7 +5,8 @@ import asyncio
 import logging
 from typing import Callable
 
-from foresay.app.config import Settings
+from foresay.app.config import OFFLINE_PROFILES, Settings
+from foresay.engine.errors import ModelUnavailable
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
 from foresay.engine.events import Event, LoadProgress, StatusMessage
@@ -57,10 +58,14 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
             observer(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
 
     share_cores(settings)
-    tell(0, f"loading the language model {settings.llm.model}")
-    lm = await asyncio.to_thread(load_llm, settings.llm)
-    tell(1, f"loading the speech recognizer {settings.asr.target}")
-    backend = await asyncio.to_thread(build_backend, settings.asr)
+    try:
+        tell(0, f"loading the language model {settings.llm.model}")
+        lm = await asyncio.to_thread(load_llm, settings.llm)
+        tell(1, f"loading the speech recognizer {settings.asr.target}")
+        backend = await asyncio.to_thread(build_backend, settings.asr)
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"{exc} Without a network, a profile that downloads nothing works: "
+                               f"--profile {' or '.join(OFFLINE_PROFILES)}.") from None
     tell(2, f"loading the voice ({settings.tts.engine})")
     tts = build_engine(settings.tts.engine_config())
 

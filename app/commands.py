@@ -129,8 +129,12 @@ async def _live(settings: Settings) -> int:
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.capture import MicSource
+    from foresay.audio.devices import resolve_device
     from foresay.audio.playback import DeviceSink
 
+    # Devices first: a missing microphone is reported before minutes of model loading.
+    resolve_device(settings.audio.device(settings.audio.input_device), "input")
+    resolve_device(settings.audio.device(settings.audio.output_device), "output")
     mic = replace(settings.audio.mic, device=settings.audio.device(settings.audio.input_device))
     playback = replace(settings.audio.playback, device=settings.audio.device(settings.audio.output_device))
     history = HistoryStore(settings.app.history_dir)

@@ -116,3 +116,22 @@ def test_missing_model_is_a_clear_error(tmp_path, fixture_dir):
     settings = load_settings(config)
     with pytest.raises(ModelUnavailable, match="nobody/missing-model"):
         asyncio.run(replay(settings, recording(tmp_path, ["Hello."]), None, realtime=False))
+
+
+def test_offline_missing_model_names_the_offline_profile(tmp_path, fixture_dir):
+    config = tmp_path / "c.toml"
+    config.write_text('[app]\nprofile = "tiny-random"\n[asr]\ntarget = "openai/whisper-nothing"\n'
+                      'draft = "openai/whisper-nothing-draft"\n')
+    with pytest.raises(ModelUnavailable, match="--profile tiny-random"):
+        asyncio.run(replay(load_settings(config), recording(tmp_path, ["Hello."]), None, realtime=False))
+
+
+def test_missing_input_device_is_a_clear_error(tmp_path, fixture_dir, capsys):
+    from foresay.app.cli import main
+    config = tmp_path / "c.toml"
+    config.write_text(f'[app]\nprofile = "tiny-random"\nhistory_dir = "{tmp_path}"\n'
+                      '[audio]\ninput_device = "no-such-microphone"\n')
+    assert main(["run", "--no-ui", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    # this machine has no sound hardware; with some, the name is what fails to match
+    assert "foresay: error:" in err and ("no-such-microphone" in err or "no input device found" in err)
