@@ -135,3 +135,21 @@ def test_missing_input_device_is_a_clear_error(tmp_path, fixture_dir, capsys):
     err = capsys.readouterr().err
     # this machine has no sound hardware; with some, the name is what fails to match
     assert "foresay: error:" in err and ("no-such-microphone" in err or "no input device found" in err)
+
+
+def test_replay_command_writes_metrics_jsonl(tmp_path, fixture_dir, capsys):
+    import json
+
+    from foresay.app.cli import main
+    from foresay.app.pipeline import METRIC_NAMES
+    config = tmp_path / "c.toml"
+    config.write_text('[app]\nprofile = "tiny-random"\n[predgen]\nmax_new_tokens = 12\n')
+    audio = recording(tmp_path, ["What is the capital of Japan?"])
+    out, metrics = tmp_path / "reply.wav", tmp_path / "m.jsonl"
+    assert main(["replay", str(audio), "--out", str(out), "--metrics", str(metrics), "--fast",
+                 "--config", str(config)]) == 0
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert len(lines) == 1 and set(METRIC_NAMES) <= set(lines[0])
+    printed = capsys.readouterr().out
+    assert "you:" in printed and "foresay:" in printed and "[turn 1:" in printed
+    assert out.stat().st_size > 44
