@@ -34,9 +34,8 @@ def settings_from(args) -> Settings:
 class ConsolePrinter:
     """Live partial transcript, the reply's sentences, one latency line per turn."""
 
-    def __init__(self, out=sys.stdout):
-        self.out = out
-        self._partial = False
+    def __init__(self, out=None):
+        self.out = out or sys.stdout
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, PartialTranscript):
