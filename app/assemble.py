@@ -6,6 +6,7 @@ import logging
 from typing import Callable
 
 from foresay.app.config import Settings
+from foresay.app.downloads import download_models
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
 from foresay.engine.events import Event, LoadProgress, StatusMessage
@@ -46,6 +47,12 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         for observer in observers:
             observer(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
 
+    def publish(event: Event) -> None:
+        for observer in observers:
+            observer(event)
+
+    loop = asyncio.get_running_loop()  # first run: fetch hub models; progress comes from a worker
+    await asyncio.to_thread(download_models, settings, lambda e: loop.call_soon_threadsafe(publish, e))
     tell(0, f"loading the language model {settings.llm.model}")
     lm = await asyncio.to_thread(load_llm, settings.llm)
     tell(1, f"loading the speech recognizer {settings.asr.target}")
