@@ -143,7 +143,7 @@ class DownloadProgress:
             if now - self._last_emit < self.min_interval_s and done != total:
                 return
             self._last_emit = now
-        self.report(done, total)
+            self.report(done, total)  # under the lock: events leave in order
 
     def _progress(self) -> tuple[float, float | None]:
         """Bytes when any bar counts bytes (the most advanced one), else files."""
@@ -172,9 +172,8 @@ class DownloadProgress:
     def finish(self) -> None:
         """The download is complete: the component leaves the loading list."""
         with self._lock:
-            done, total = self._progress()
-        total = total or 1.0
-        self.report(total, total)
+            total = self._progress()[1] or 1.0
+            self.report(total, total)
 
 
 def download(item: HubDownload, emit: Callable[[LoadProgress], None], snapshot_download=None) -> Path:

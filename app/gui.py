@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from typing import Callable
 
-from foresay.app.config import PROFILES, Settings, load_settings
+from foresay.app.config import PROFILES, Settings, auto_profile, load_settings
 from foresay.app.downloads import offline_hint, offline_profiles
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.events import StatusMessage
@@ -68,7 +68,9 @@ class App:
     def restart(self, audio_input=None, audio_output=None, choices=None, profile=None) -> None:
         s = self.settings
         wanted = profile or (choices.profile if choices is not None else None)
-        if wanted and wanted not in ("auto", s.app.profile):
+        if wanted == "auto":
+            wanted = auto_profile()
+        if wanted and wanted != s.app.profile:
             try:
                 s = replace(self.load_profile(wanted), audio=s.audio)
             except ForesayError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QDialog, QDialogButtonBox, QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
@@ -32,9 +32,25 @@ def summary(checks: Sequence) -> str:
     return "Everything Foresay needs is here" + (f" ({notes} note(s) about optional parts)." if notes else ".")
 
 
-class SystemCheckDialog(QDialog):
-    finished_checks = Signal(object)   # the list of checks, or the exception the checks raised
+class _Relay(QObject):
+    """Carries the result from the worker to the GUI thread. The worker holds only this child of
+    the dialog, never the dialog: a Python reference dropped last in the worker would destroy a
+    widget outside the GUI thread."""
+    finished = Signal(object)   # the list of checks, or the exception the checks raised
 
+
+def _run_and_report(run_checks: Callable[[], Sequence], relay: _Relay) -> None:
+    try:
+        result = list(run_checks())
+    except Exception as exc:  # shown in the dialog: a check that crashes is itself a finding
+        result = exc
+    try:
+        relay.finished.emit(result)
+    except RuntimeError:  # the dialog (and its relay) were closed and deleted meanwhile
+        pass
+
+
+class SystemCheckDialog(QDialog):
     def __init__(self, run_checks: Callable[[], Sequence], parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("System check")
@@ -60,8 +76,9 @@ class SystemCheckDialog(QDialog):
         layout.addWidget(self.table, 1)
         layout.addWidget(buttons)
         self.resize(820, 420)
+        self.relay = _Relay(self)
         # Emitted from the worker thread; Qt queues it to this dialog's (the GUI) thread.
-        self.finished_checks.connect(self._show, Qt.ConnectionType.QueuedConnection)
+        self.relay.finished.connect(self._show, Qt.ConnectionType.QueuedConnection)
         self.worker: threading.Thread | None = None
 
     def start(self) -> None:
@@ -70,15 +87,9 @@ class SystemCheckDialog(QDialog):
             return
         self.again.setEnabled(False)
         self.summary.setText("Checking packages, GPU, audio devices, espeak-ng and models\u2026")
-        self.worker = threading.Thread(target=self._work, name="foresay-system-check", daemon=True)
+        self.worker = threading.Thread(target=_run_and_report, args=(self.run_checks, self.relay),
+                                       name="foresay-system-check", daemon=True)
         self.worker.start()
-
-    def _work(self) -> None:
-        try:
-            result = list(self.run_checks())
-        except Exception as exc:  # shown in the dialog: a check that crashes is itself a finding
-            result = exc
-        self.finished_checks.emit(result)
 
     def _show(self, result) -> None:
         self.again.setEnabled(True)
