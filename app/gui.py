@@ -131,12 +131,22 @@ class App:
             self.window.offer_profile(offline[0], f"Use the offline profile ({offline[0]})")
 
 
-def run_gui(args) -> int:
-    import qasync
+def app_icon():
+    """Foresay's icon at every size it ships (assets/icons, drawn by packaging/make_icons.py)."""
     from importlib.resources import files
 
-    from PySide6.QtCore import QSettings
     from PySide6.QtGui import QIcon
+
+    icons = files("foresay.assets").joinpath("icons")
+    icon = QIcon()
+    for size in (16, 24, 32, 48, 64, 128, 256):
+        icon.addFile(str(icons.joinpath(f"foresay-{size}.png")))
+    return icon
+
+
+def run_gui(args) -> int:
+    import qasync
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from foresay.app.commands import settings_from
@@ -150,11 +160,7 @@ def run_gui(args) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Foresay")
     app.setDesktopFileName("foresay")  # Wayland/X11 match the window to foresay.desktop's icon
-    icons = files("foresay.assets").joinpath("icons")
-    icon = QIcon()
-    for size in (16, 32, 48, 64, 128, 256):
-        icon.addFile(str(icons.joinpath(f"foresay-{size}.png")))
-    app.setWindowIcon(icon)
+    app.setWindowIcon(app_icon())
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     bridge = EventBridge()

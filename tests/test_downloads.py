@@ -10,6 +10,8 @@ from foresay.app.downloads import (
 )
 from foresay.engine.errors import ModelUnavailable
 
+from test_pipeline import settings  # noqa: F401  (fixture)
+
 
 def repos(profile, **overrides):
     sets = [f"{k}={v}" for k, v in overrides.items()]
@@ -129,3 +131,26 @@ def test_offline_profiles_come_from_the_profile_table(monkeypatch):
     assert offline_profiles()[0] == "demo" and "'demo'" in offline_hint()
     monkeypatch.delitem(PROFILES, "demo")
     assert "demo" not in offline_hint()
+
+
+def test_the_pipeline_reports_download_progress_on_the_event_loop(monkeypatch, settings):  # noqa: F811
+    import asyncio
+
+    from foresay.app import assemble
+    from foresay.engine.events import LoadProgress
+
+    def fake_download_models(_settings, emit):
+        emit(LoadProgress(0, 0.0, "download of org/model", "language model", 5, 10))
+        raise ModelUnavailable("stop here")
+
+    monkeypatch.setattr(assemble, "download_models", fake_download_models)
+    seen = []
+
+    async def main():
+        loop_thread = threading.get_ident()
+        with pytest.raises(ModelUnavailable):
+            await assemble.build_pipeline(settings, None, None, [lambda e: seen.append((e, threading.get_ident()))])
+        return loop_thread
+
+    loop_thread = asyncio.run(main())
+    assert [(e.component, e.done, thread) for e, thread in seen] == [("download of org/model", 5, loop_thread)]

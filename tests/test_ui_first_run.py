@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from foresay.app.doctor import Check
-from foresay.app.gui import App
+from foresay.app.gui import App, app_icon
 from foresay.engine.errors import ModelUnavailable
 from foresay.ui.about import about_text
 from foresay.ui.bridge import EventBridge
@@ -122,3 +122,8 @@ def test_choosing_a_profile_in_settings_loads_that_profile(windows, settings):  
     assert app.settings.app.profile == "cpu"
     window._apply_settings(replace(window.choices, profile="auto", verifier="reflection"))
     assert app.settings.app.profile == "cpu" and app.settings.predgen.verifier == "reflection"
+
+
+def test_the_window_icon_comes_from_the_packaged_assets(qapp):
+    sizes = {(s.width(), s.height()) for s in app_icon().availableSizes()}
+    assert {(16, 16), (48, 48), (256, 256)} <= sizes
