@@ -87,6 +87,7 @@ class App:
                 self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
                 return
         self.settings = s
+        self.window.withdraw_profile_offer()  # a new attempt: the offer returns if it fails again
         if self.task is not None:
             self.task.cancel()
         self.start()

@@ -107,6 +107,10 @@ def test_missing_model_offers_the_offline_profile_and_switches_to_it(windows, se
     drain()
     assert bridge.status.level == "error" and "--profile tiny-random" in bridge.status.message
     assert window.profile_offer.isVisibleTo(window) and "tiny-random" in window.profile_offer.text()
+    app.restart(choices=replace(window.choices, verifier="reflection"))  # another attempt: offer withdrawn
+    assert not window.profile_offer.isVisibleTo(window)
+    app.model_missing(ModelUnavailable("the language model 'Qwen/Qwen2.5-0.5B-Instruct' is not downloaded"))
+    loaded.clear()
     window.profile_offer.click()
     assert loaded == ["tiny-random", "started"]
     assert app.settings.app.profile == "tiny-random" and window.choices.profile == "tiny-random"

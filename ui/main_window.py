@@ -181,9 +181,12 @@ class MainWindow(QMainWindow):
         self.profile_offer.setText(text)
         self.profile_offer.show()
 
+    def withdraw_profile_offer(self) -> None:
+        self.profile_offer.hide()
+
     def _take_profile_offer(self) -> None:
         profile = self.profile_offer.property("profile")
-        self.profile_offer.hide()
+        self.withdraw_profile_offer()
         self.choices = replace(self.choices, profile=profile)
         self.profile_requested.emit(profile)
 
