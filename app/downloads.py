@@ -105,7 +105,6 @@ class DownloadProgress:
         self._bars: dict[int, tuple[str, float, float]] = {}  # id(bar) -> (unit, n, total)
         self._lock = threading.Lock()
         self._last_emit = float("-inf")
-        self.last: LoadProgress | None = None
 
     def bar_class(self):
         """A tqdm class that reports to this object and prints nothing (a windowed app has no
@@ -163,8 +162,7 @@ class DownloadProgress:
             label = f"{d.what}, file {int(done)} of {int(total)}"
         else:
             label = d.what
-        self.last = LoadProgress(0, self.clock(), d.component, label, done, total)
-        self.emit(self.last)
+        self.emit(LoadProgress(0, self.clock(), d.component, label, done, total))
 
     def _bars_in_bytes(self) -> bool:
         return any(b[0] == "B" and b[2] > 0 for b in self._bars.values())
