@@ -5,7 +5,8 @@ import asyncio
 import logging
 from typing import Callable
 
-from foresay.app.config import OFFLINE_PROFILES, Settings
+from foresay.app.config import Settings
+from foresay.app.downloads import download_models, offline_hint
 from foresay.engine.errors import ModelUnavailable
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
@@ -57,15 +58,21 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         for observer in observers:
             observer(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
 
+    def publish(event: Event) -> None:
+        for observer in observers:
+            observer(event)
+
     share_cores(settings)
+    loop = asyncio.get_running_loop()  # first run: fetch hub models; progress comes from a worker
     try:
+        await asyncio.to_thread(download_models, settings, lambda e: loop.call_soon_threadsafe(publish, e))
         tell(0, f"loading the language model {settings.llm.model}")
         lm = await asyncio.to_thread(load_llm, settings.llm)
         tell(1, f"loading the speech recognizer {settings.asr.target}")
         backend = await asyncio.to_thread(build_backend, settings.asr)
     except ModelUnavailable as exc:
-        raise ModelUnavailable(f"{exc} Without a network, a profile that downloads nothing works: "
-                               f"--profile {' or '.join(OFFLINE_PROFILES)}.") from None
+        hint = offline_hint()
+        raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
     tell(2, f"loading the voice ({settings.tts.engine})")
     tts = build_engine(settings.tts.engine_config())
 

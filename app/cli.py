@@ -3,24 +3,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 from foresay.app import bench_asr, bench_predgen, bench_tts, commands as pipeline_commands, doctor
+from foresay.app.version import version_line
 from foresay.audio import cli as audio_cli
 from foresay.engine.errors import ForesayError
-
-
-def _version() -> str:
-    try:
-        return version("foresay")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="foresay", description="A local voice assistant that answers while you speak.")
-    parser.add_argument("--version", action="version", version=f"foresay {_version()}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     doctor.register(commands)

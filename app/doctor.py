@@ -7,6 +7,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,8 +25,10 @@ def _package(module: str, pip_name: str) -> Check:
     try:
         mod = importlib.import_module(module)
     except Exception as exc:  # an import can fail in many ways (missing libs, ABI)
-        return Check(f"python package {pip_name}", False, f"import {module} failed: {exc}",
-                     f"pip install '{pip_name}' (or rerun: bash packaging/bootstrap.sh app)")
+        fix = ("this packaged Foresay is incomplete: reinstall it, and report the build's version "
+               "(`foresay --version`)" if getattr(sys, "frozen", False)
+               else f"pip install '{pip_name}' (or rerun: bash packaging/bootstrap.sh app)")
+        return Check(f"python package {pip_name}", False, f"import {module} failed: {exc}", fix)
     return Check(f"python package {pip_name}", True, getattr(mod, "__version__", "installed"))
 
 

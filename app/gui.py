@@ -10,9 +10,11 @@ import asyncio
 import logging
 import sys
 from dataclasses import replace
+from typing import Callable
 
-from foresay.app.config import PROFILES, Settings
-from foresay.engine.errors import ForesayError
+from foresay.app.config import PROFILES, Settings, auto_profile, load_settings
+from foresay.app.downloads import offline_hint, offline_profiles
+from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.events import StatusMessage
 
 log = logging.getLogger(__name__)
@@ -35,12 +37,17 @@ def settings_with_choices(settings: Settings, choices) -> Settings:
 
 
 class App:
-    """Owns the window and the running pipeline; restarts the pipeline when settings change."""
+    """Owns the window and the running pipeline; restarts the pipeline when settings change.
 
-    def __init__(self, settings: Settings, window, bridge):
+    load_profile(name) gives the settings of another profile (the settings dialog's profile
+    choice, the offline profile offered when a model is missing)."""
+
+    def __init__(self, settings: Settings, window, bridge,
+                 load_profile: Callable[[str], Settings] = lambda name: load_settings(profile=name)):
         self.settings = settings
         self.window = window
         self.bridge = bridge
+        self.load_profile = load_profile
         self.pipeline = None
         self.task: asyncio.Task | None = None
         w = window
@@ -53,12 +60,22 @@ class App:
         w.input_device_changed.connect(lambda name: self.restart(audio_input=name))
         w.output_device_changed.connect(lambda name: self.restart(audio_output=name))
         w.settings_changed.connect(lambda choices: self.restart(choices=choices))
+        w.profile_requested.connect(lambda name: self.restart(profile=name))
 
     def start(self) -> None:
         self.task = asyncio.get_event_loop().create_task(self._run())
 
-    def restart(self, audio_input=None, audio_output=None, choices=None) -> None:
+    def restart(self, audio_input=None, audio_output=None, choices=None, profile=None) -> None:
         s = self.settings
+        wanted = profile or (choices.profile if choices is not None else None)
+        if wanted == "auto":
+            wanted = auto_profile()
+        if wanted and wanted != s.app.profile:
+            try:
+                s = replace(self.load_profile(wanted), audio=s.audio)
+            except ForesayError as exc:
+                self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
+                return
         if audio_input is not None:
             s = replace(s, audio=replace(s.audio, input_device=audio_input or None))
         if audio_output is not None:
@@ -70,6 +87,7 @@ class App:
                 self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
                 return
         self.settings = s
+        self.window.withdraw_profile_offer()  # a new attempt: the offer returns if it fails again
         if self.task is not None:
             self.task.cancel()
         self.start()
@@ -91,6 +109,8 @@ class App:
             await self.pipeline.run()
         except asyncio.CancelledError:
             raise
+        except ModelUnavailable as exc:
+            self.model_missing(exc)
         except ForesayError as exc:
             self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
         except Exception as exc:  # shown to the user; the window keeps running
@@ -101,6 +121,29 @@ class App:
                 self.pipeline.close()
                 self.pipeline = None
 
+    def model_missing(self, exc: ModelUnavailable) -> None:
+        """Says which model is missing and offers the offline profile, one click away."""
+        text = str(exc)
+        offline = [p for p in offline_profiles() if p != self.settings.app.profile]
+        if offline and offline[0] not in text:
+            text += " " + offline_hint()
+        self.bridge.post(StatusMessage(0, 0.0, text, "error"))
+        if offline:
+            self.window.offer_profile(offline[0], f"Use the offline profile ({offline[0]})")
+
+
+def app_icon():
+    """Foresay's icon at every size it ships (assets/icons, drawn by packaging/make_icons.py)."""
+    from importlib.resources import files
+
+    from PySide6.QtGui import QIcon
+
+    icons = files("foresay.assets").joinpath("icons")
+    icon = QIcon()
+    for size in (16, 24, 32, 48, 64, 128, 256):
+        icon.addFile(str(icons.joinpath(f"foresay-{size}.png")))
+    return icon
+
 
 def run_gui(args) -> int:
     import qasync
@@ -108,12 +151,17 @@ def run_gui(args) -> int:
     from PySide6.QtWidgets import QApplication
 
     from foresay.app.commands import settings_from
+    from foresay.app.doctor import run_checks
+    from foresay.app.version import git_revision
     from foresay.ui.bridge import EventBridge
     from foresay.ui.main_window import MainWindow, WindowConfig
     from foresay.ui.settings import SettingsChoices, SettingsOptions
 
     settings = settings_from(args)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Foresay")
+    app.setDesktopFileName("foresay")  # Wayland/X11 match the window to foresay.desktop's icon
+    app.setWindowIcon(app_icon())
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     bridge = EventBridge()
@@ -123,7 +171,8 @@ def run_gui(args) -> int:
                               endpointing="adaptive" if settings.app.adaptive_endpointing else "fixed")
     options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
-                        WindowConfig(mode=settings.app.mode.replace("-", "_")), choices, options)
+                        WindowConfig(mode=settings.app.mode.replace("-", "_"), build=git_revision()),
+                        choices, options, system_checks=run_checks)
     try:
         from foresay.audio.devices import list_devices
         devices = list_devices()
@@ -132,7 +181,7 @@ def run_gui(args) -> int:
     except ForesayError as exc:
         bridge.post(StatusMessage(0, 0.0, str(exc), "warning"))
     window.show()
-    controller = App(settings, window, bridge)
+    controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set))
     controller.start()
     with loop:
         app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())

@@ -4,19 +4,21 @@
 #
 #   bash packaging/bootstrap.sh app  [foresay args...]   # install, then run `foresay`
 #   bash packaging/bootstrap.sh test [pytest args...]    # install, then run the test suite
+#   bash packaging/bootstrap.sh install                  # install only (packaging/build.sh uses it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-}
 [ $# -gt 0 ] && shift
 case "$mode" in
-  app|test) ;;
-  *) echo "usage: bash packaging/bootstrap.sh app|test [args...]" >&2; exit 2 ;;
+  app|test|install) ;;
+  *) echo "usage: bash packaging/bootstrap.sh app|test|install [args...]" >&2; exit 2 ;;
 esac
 
 # PortAudio for sounddevice, espeak-ng for the CPU TTS and test speech, sox for audio checks,
+# desktop-file-utils to validate the Linux menu entry (tests),
 # the X/EGL libraries Qt's platform plugins load.
-system_packages=(libportaudio2 espeak-ng sox libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0
+system_packages=(libportaudio2 espeak-ng sox desktop-file-utils libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0
   libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
   libxcb-shape0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-xinerama0)
 
@@ -56,6 +58,8 @@ install_system_packages
 install_python_packages
 
 case "$mode" in
+  install)
+    exit 0 ;;
   app)
     exec "$venv/bin/foresay" "$@" ;;
   test)

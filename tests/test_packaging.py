@@ -20,6 +20,7 @@ def test_built_wheel_installs_and_imports(tmp_path):
             assert "foresay/" + init.relative_to(ROOT).as_posix() in names
     assert "foresay/engine/predgen/turn.py" in names
     assert "foresay/assets/prompts/system.txt" in names
+    assert "foresay/assets/icons/foresay-256.png" in names and "foresay/assets/icons/foresay.ico" in names
     assert not any(n.startswith(("app/", "engine/", "ui/", "audio/")) for n in names)
     env = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env)

@@ -5,12 +5,12 @@ what the user does into signals. It never calls a model and never waits on anyth
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication, QLabel, QMainWindow, QProgressBar, QSplitter, QVBoxLayout, QWidget,
+    QApplication, QLabel, QMainWindow, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget,
 )
 
 from .about import about_box
@@ -21,6 +21,7 @@ from .errors import InvalidUiConfig
 from .meters import LatencyPanel
 from .overlay import LatencyOverlay
 from .settings import SettingsChoices, SettingsDialog, SettingsOptions, parse_shortcut
+from .system_check import SystemCheckDialog
 from .theme import ERROR, WARNING
 
 MAX_REFRESH_HZ = 30.0
@@ -33,10 +34,12 @@ class WindowConfig:
     refresh_hz: how often meters and views are redrawn from the view models (at most 30).
     mode: the listening mode the window starts in ("push_to_talk" or "hands_free").
     overlay_shortcut: toggles the latency overlay.
+    build: the git revision of this build, shown in the About box ("" shows none).
     """
     refresh_hz: float = 30.0
     mode: str = Mode.PUSH_TO_TALK.value
     overlay_shortcut: str = "Ctrl+L"
+    build: str = ""
 
     def __post_init__(self):
         if not 0 < self.refresh_hz <= MAX_REFRESH_HZ:
@@ -57,10 +60,15 @@ class MainWindow(QMainWindow):
     output_device_changed = Signal(str)
     settings_changed = Signal(object)      # SettingsChoices
     new_conversation = Signal()
+    profile_requested = Signal(str)        # a profile to switch to (the offline profile offer)
 
     def __init__(self, bridge: EventBridge, settings: QSettings, config: WindowConfig = WindowConfig(),
-                 choices: SettingsChoices = SettingsChoices(), options: SettingsOptions = SettingsOptions()):
+                 choices: SettingsChoices = SettingsChoices(), options: SettingsOptions = SettingsOptions(),
+                 system_checks=None):
+        """system_checks: a callable returning the doctor's checks, for Help ▸ System check
+        (None: no such menu item)."""
         super().__init__()
+        self.system_checks = system_checks
         self.setWindowTitle("Foresay")
         self.bridge = bridge
         self.config = config
@@ -101,7 +109,11 @@ class MainWindow(QMainWindow):
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.hide()
+        self.profile_offer = QPushButton()
+        self.profile_offer.hide()
+        self.profile_offer.clicked.connect(self._take_profile_offer)
         self.statusBar().addWidget(self.status_text, 1)
+        self.statusBar().addPermanentWidget(self.profile_offer)
         self.statusBar().addPermanentWidget(self.progress)
 
         self.overlay = LatencyOverlay(settings)
@@ -134,6 +146,8 @@ class MainWindow(QMainWindow):
         self.overlay_action.toggled.connect(self._show_overlay)
         view.addAction(self.overlay_action)
         help_menu = self.menuBar().addMenu("&Help")
+        if self.system_checks is not None:
+            help_menu.addAction("&System check\u2026").triggered.connect(self.show_system_check)
         help_menu.addAction("&About Foresay").triggered.connect(self.show_about)
 
     # --- fed from outside ------------------------------------------------------------------
@@ -160,10 +174,32 @@ class MainWindow(QMainWindow):
         self.controls.show_shortcut(self.key_filter.shortcut)
         self.settings_changed.emit(choices)
 
+    def offer_profile(self, profile: str, text: str) -> None:
+        """Shows a status-bar button that switches to `profile` (e.g. the offline one when a model
+        is missing); `text` is the button's label."""
+        self.profile_offer.setProperty("profile", profile)
+        self.profile_offer.setText(text)
+        self.profile_offer.show()
+
+    def withdraw_profile_offer(self) -> None:
+        self.profile_offer.hide()
+
+    def _take_profile_offer(self) -> None:
+        profile = self.profile_offer.property("profile")
+        self.withdraw_profile_offer()
+        self.choices = replace(self.choices, profile=profile)
+        self.profile_requested.emit(profile)
+
     def show_about(self):
-        box = about_box(self)
+        box = about_box(self, self.config.build)
         box.open()
         return box
+
+    def show_system_check(self) -> SystemCheckDialog:
+        dialog = SystemCheckDialog(self.system_checks, self)
+        dialog.open()
+        dialog.start()
+        return dialog
 
     def set_overlay_visible(self, visible: bool) -> None:
         self.overlay_action.setChecked(visible)
