@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 from typing import Callable
 
@@ -73,8 +74,13 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     except ModelUnavailable as exc:
         hint = offline_hint()
         raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
-    tell(2, f"loading the voice ({settings.tts.engine})")
-    tts = build_engine(settings.tts.engine_config())
+    tts_config = settings.tts.engine_config()
+    if settings.tts.engine == "zonos" and importlib.util.find_spec("zonos") is None:
+        tts_config = settings.tts.espeak  # a GPU profile on a machine without Zonos still speaks
+        publish(StatusMessage(0, 0.0, "Zonos is not installed, speaking with espeak-ng instead (see "
+                              "README, 'Zonos TTS', to install it)", "warning"))
+    tell(2, f"loading the voice ({type(tts_config).__name__.removesuffix('Config').lower()})")
+    tts = build_engine(tts_config)
 
     conversation = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
     if history is not None and history.turns:

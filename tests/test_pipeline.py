@@ -153,3 +153,25 @@ def test_replay_command_writes_metrics_jsonl(tmp_path, fixture_dir, capsys):
     printed = capsys.readouterr().out
     assert "you:" in printed and "foresay:" in printed and "[turn 1:" in printed
     assert out.stat().st_size > 44
+
+
+def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
+    from dataclasses import replace
+
+    from foresay.app.assemble import build_pipeline
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+    from foresay.engine.events import StatusMessage
+
+    seen = []
+    zonos = replace(settings, tts=replace(settings.tts, engine="zonos"))
+
+    async def main():
+        pipeline = await build_pipeline(zonos, FileSource(recording(tmp_path, ["Hi."])),
+                                         WavSink(tmp_path / "o.wav", realtime=False), [seen.append])
+        pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert pipeline.tts.name != "zonos"
+    assert any(isinstance(e, StatusMessage) and "espeak-ng instead" in e.text for e in seen)
