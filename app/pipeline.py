@@ -73,7 +73,8 @@ class Pipeline:
         self.wait_for_replies = wait_for_replies
         self.metrics: list[dict] = []
         self.muted = False
-        self._recent: collections.deque = collections.deque()
+        self._diverted: collections.deque = collections.deque()  # heard only by barge-in
+        self._replay_diverted = False
         self._keep_audio_s = keep_audio_s
         self._asr_turn: int | None = None
         self._fed = 0
@@ -104,7 +105,8 @@ class Pipeline:
         elif isinstance(event, TurnEnded):
             self._reply = asyncio.get_running_loop().create_task(self._answer(event))
         elif isinstance(event, Interrupt):
-            self._interrupt()
+            self._interrupt(replay_speech=self._replay_diverted)
+            self._replay_diverted = False
 
     def status(self, text: str, level: str = "info") -> None:
         self.dispatch(StatusMessage(0, self.clock(), text, level))
@@ -115,13 +117,15 @@ class Pipeline:
         """One block of microphone (or file) audio, in capture order."""
         raw = type(block)(block.samples * 0, block.t) if self.muted else block
         clean = self.echo.process(raw) if self.echo is not None else raw
-        self._recent.append(clean)
-        while self._recent and self._recent[0].t_end < clean.t_end - self._keep_audio_s:
-            self._recent.popleft()
         if self.bargein is not None and self.bargein.armed:
+            self._diverted.append(clean)
+            while self._diverted[0].t_end < clean.t_end - self._keep_audio_s:
+                self._diverted.popleft()
             for event in self.bargein.process(clean, raw):
+                self._replay_diverted = True  # the user's words start in the diverted audio
                 self.dispatch(event)
             return
+        self._diverted.clear()
         self._push(clean)
 
     def _push(self, block) -> None:
@@ -136,11 +140,15 @@ class Pipeline:
 
     def _start_asr(self, event: SpeechStarted) -> None:
         if self._reply is not None and not self._reply.done():
-            self._interrupt()  # push-to-talk pressed, or speech the detector did not arm for
+            self._reply.cancel()  # the user spoke again before the reply began: answer the new turn
         history = " ".join(t.user + " " + t.assistant for t in self.history.turns[-2:]) \
             if self.history else ""
         turn = self.endpointer.turn
-        self.asr.start_turn(event.turn_id, turn.audio_start_t(trimmed=False), history=history)
+        try:
+            self.asr.start_turn(event.turn_id, turn.audio_start_t(trimmed=False), history=history)
+        except ForesayError as exc:  # e.g. the previous turn's recognition was cut off mid-way
+            self.status(f"could not start recognizing turn {event.turn_id}: {exc}", "error")
+            return
         self._asr_turn, self._fed = event.turn_id, 0
 
     def _feed_asr(self) -> None:
@@ -189,6 +197,17 @@ class Pipeline:
             log.info("could not prepare %r: %s", text, exc)
 
     async def _answer(self, ended: TurnEnded) -> None:
+        try:
+            await self._answer_turn(ended)
+        except asyncio.CancelledError:
+            raise
+        except ForesayError as exc:
+            self.status(str(exc), "error")
+        except Exception as exc:  # reported, and the next turn still works
+            log.exception("turn %d failed", ended.turn_id)
+            self.status(f"turn {ended.turn_id} failed: {exc}", "error")
+
+    async def _answer_turn(self, ended: TurnEnded) -> None:
         turn_log = self._log = _TurnLog(ended.turn_id, ended.last_voiced_t, ended.t,
                                         underruns_before=self.sink.underruns)
         final: FinalTranscript = await self.asr.end_turn()
@@ -247,16 +266,20 @@ class Pipeline:
                         lambda f: setattr(turn_log, "first_output_t", f.result()))
         await self.sink.drain()
 
-    def _interrupt(self) -> None:
+    def _interrupt(self, replay_speech: bool = False) -> None:
+        """Stop the reply. After a barge-in, the audio that went to the detector while the reply
+        played is given to the endpointer from the interruption's onset, so the user's turn
+        starts with their first word."""
         if self._reply is not None and not self._reply.done():
             self._reply.cancel()
         if self.bargein is not None:
             self.bargein.disarm()
-        onset = getattr(self.bargein, "onset_t", None) if self.bargein is not None else None
-        replay = [b for b in self._recent if onset is None or b.t_end >= onset - 0.3]
-        self._recent.clear()
-        for block in replay:  # the interrupting words go to the endpointer after all
-            self._push(block)
+        diverted, self._diverted = list(self._diverted), collections.deque()
+        if replay_speech:
+            onset = getattr(self.bargein, "onset_t", None)
+            for block in diverted:
+                if onset is None or block.t_end >= onset - 0.3:
+                    self._push(block)
 
     def _discard_prepared(self, turn_id: int) -> None:
         held = self._prepared.pop(turn_id, None)

@@ -175,3 +175,32 @@ def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
     pipeline = asyncio.run(main())
     assert pipeline.tts.name != "zonos"
     assert any(isinstance(e, StatusMessage) and "espeak-ng instead" in e.text for e in seen)
+
+
+def test_speaking_over_the_reply_interrupts_it_and_starts_the_next_turn(tmp_path, settings):
+    from dataclasses import replace
+
+    from foresay.app.assemble import build_pipeline
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+    from foresay.engine.events import Interrupt
+
+    # The second request starts 6 s after the first ends: the first reply (48 tokens of the random
+    # model, spoken by espeak-ng) is playing by then.
+    audio = recording(tmp_path, ["Tell me a long story about dragons.",
+                                 "Stop, what is the weather in Paris?"], gap_s=6.0)
+    long_reply = replace(settings, predgen=replace(settings.predgen, max_new_tokens=48))
+    seen = []
+
+    async def main():
+        pipeline = await build_pipeline(long_reply, FileSource(audio, realtime=True),
+                                         WavSink(tmp_path / "o.wav", realtime=True), [seen.append])
+        await pipeline.run()
+        pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert any(isinstance(e, Interrupt) for e in seen)
+    first, second = pipeline.metrics[0], pipeline.metrics[1]
+    assert first["interrupted"] and not second["interrupted"]
+    assert second["user_text"].strip() and second["reply_text"].strip()
