@@ -1,0 +1,182 @@
+"""Seeded dialogues of the demo domain, in train / val / test splits that never share a request.
+
+A test request uses a phrasing held out of training, or (for compositional intents) a slot
+combination held out of training; validation holds out others the same way. Spoken-style noise
+(fillers, politeness) is drawn for every request, so the same request comes in several forms.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from foresay.engine.demo.intents import FOLLOW_UPS, INTENTS, Intent, format_slots, reply_for
+from foresay.engine.errors import ForesayError
+
+SPLITS = ("train", "val", "test")
+PREFIXES = ("", "", "", "", "um, ", "uh, ", "so ", "hey Foresay, ", "okay so ", "hmm, ", "um, so ")
+SUFFIXES = ("", "", "", "", " please", " thanks")
+
+
+@dataclass(frozen=True)
+class DomainConfig:
+    """How dialogues are drawn.
+
+    seed: everything follows from it (same seed, same dialogues).
+    max_turns: longest dialogue, in user turns (at least 1).
+    follow_up_prob: chance that a later turn refers to the previous one (else a fresh request).
+    filler_prob: chance that a request gets a filler prefix or a politeness suffix.
+    """
+    seed: int = 0
+    max_turns: int = 3
+    follow_up_prob: float = 0.6
+    filler_prob: float = 0.5
+
+    def __post_init__(self):
+        if self.max_turns < 1:
+            raise ForesayError("demo domain: max_turns must be at least 1")
+        for name in ("follow_up_prob", "filler_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ForesayError(f"demo domain: {name} must lie in [0, 1]")
+
+
+@dataclass(frozen=True)
+class Turn:
+    user: str
+    reply: str
+    intent: str     # the intent or follow-up that produced the request
+    held_out: str   # "", "phrasing" or "slots": what about it no training request has
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    turns: tuple[Turn, ...]
+
+    def to_json(self) -> dict:
+        return {"turns": [t.user for t in self.turns], "replies": [t.reply for t in self.turns],
+                "detail": [asdict(t) for t in self.turns]}
+
+
+def template_split(index: int, count: int) -> str:
+    """The last phrasing is the test split's; with five or more, the one before is validation's."""
+    if count >= 3 and index == count - 1:
+        return "test"
+    if count >= 5 and index == count - 2:
+        return "val"
+    return "train"
+
+
+def slot_split(intent: str, slots: dict) -> str:
+    """A stable split for a slot combination (about one in ten to test, one in ten to val)."""
+    key = json.dumps([intent, sorted((k, str(v)) for k, v in slots.items())])
+    bucket = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 10
+    return {0: "test", 1: "val"}.get(bucket, "train")
+
+
+class DialogueGenerator:
+    """Draws dialogues of one split; `dialogues(n)` is deterministic for a config and split."""
+
+    def __init__(self, config: DomainConfig, split: str):
+        if split not in SPLITS:
+            raise ForesayError(f"demo domain: split {split!r} is not one of {', '.join(SPLITS)}")
+        self.config = config
+        self.split = split
+        self.rng = random.Random(f"{config.seed}:{split}")
+        self._values = {i.name: i.values() for i in INTENTS}
+        self._values.update({f.name: f.values() for f in FOLLOW_UPS})
+
+    def dialogues(self, n: int) -> list[Dialogue]:
+        return [self.dialogue() for _ in range(n)]
+
+    def dialogue(self) -> Dialogue:
+        turns: list[Turn] = []
+        prev: tuple[str, dict] | None = None
+        for _ in range(self.rng.randint(1, self.config.max_turns)):
+            turn, state = None, None
+            if prev is not None and self.rng.random() < self.config.follow_up_prob:
+                turn, state = self._follow_up(*prev)
+            if turn is None:
+                turn, state = self._fresh()
+            turns.append(turn)
+            prev = state
+        return Dialogue(tuple(turns))
+
+    # --- drawing ----------------------------------------------------------------------------
+
+    def _templates(self, templates: tuple[str, ...], split: str) -> list[str]:
+        return [t for i, t in enumerate(templates) if template_split(i, len(templates)) == split]
+
+    def _fresh(self) -> tuple[Turn, tuple[str, dict]]:
+        while True:
+            intent = self.rng.choice(INTENTS)
+            drawn = self._draw(intent)
+            if drawn is not None:
+                template, slots, held_out = drawn
+                text = format_slots(template, intent.name, slots)
+                return self._turn(text, intent.name, slots, held_out), (intent.name, slots)
+
+    def _draw(self, intent: Intent):
+        """A (template, slots, held-out kind) of this split for `intent`, or None if it has none."""
+        values = self._values[intent.name]
+        train_slots = [v for v in values if not intent.compositional or slot_split(intent.name, v) == "train"]
+        if self.split == "train":
+            return self.rng.choice(self._templates(intent.templates, "train")), self.rng.choice(train_slots), ""
+        options = []
+        held_templates = self._templates(intent.templates, self.split)
+        if held_templates:
+            options.append((held_templates, values, "phrasing"))
+        if intent.compositional:
+            held_slots = [v for v in values if slot_split(intent.name, v) == self.split]
+            if held_slots:
+                options.append((self._templates(intent.templates, "train"), held_slots, "slots"))
+        if not options:
+            return None
+        templates, pool, kind = self.rng.choice(options)
+        return self.rng.choice(templates), self.rng.choice(pool), kind
+
+    def _follow_up(self, prev_intent: str, prev_slots: dict):
+        candidates = [f for f in FOLLOW_UPS if prev_intent in f.after]
+        self.rng.shuffle(candidates)
+        for follow in candidates:
+            templates = self._templates(follow.templates, self.split)
+            if not templates:
+                continue
+            values = list(self._values[follow.name])
+            self.rng.shuffle(values)
+            for value in values[:20]:
+                derived = follow.derive(prev_intent, prev_slots, value)
+                if derived is None:
+                    continue
+                intent, slots = derived
+                text = format_slots(self.rng.choice(templates), prev_intent, value)
+                kind = "" if self.split == "train" else "phrasing"
+                return self._turn(text, follow.name, slots, kind, reply_intent=intent), (intent, slots)
+        return None, None
+
+    def _turn(self, text: str, name: str, slots: dict, held_out: str, reply_intent: str | None = None) -> Turn:
+        if self.rng.random() < self.config.filler_prob:
+            text = self.rng.choice(PREFIXES) + text
+            suffix = self.rng.choice(SUFFIXES)
+            if suffix and text[-1] in ".?":
+                text = text[:-1] + suffix + text[-1]
+        return Turn(text[:1].upper() + text[1:], reply_for(reply_intent or name, slots), name, held_out)
+
+
+def truncate_request(text: str, rng: random.Random, max_dropped: int = 3) -> str:
+    """A request cut off as a streaming transcript would be: its last 1..max_dropped words gone
+    (at least one word kept), without the final punctuation."""
+    words = text.rstrip(".?!").split()
+    if len(words) < 2:
+        return words[0] if words else text
+    dropped = rng.randint(1, min(max_dropped, len(words) - 1))
+    return " ".join(words[:-dropped])
+
+
+def write_jsonl(dialogues: list[Dialogue], path: str | Path) -> None:
+    """Dialogues as JSONL with `turns` (what `foresay bench predgen --prompts` reads) and `replies`."""
+    with open(path, "w", encoding="utf-8") as out:
+        for dialogue in dialogues:
+            out.write(json.dumps(dialogue.to_json()) + "\n")
+
