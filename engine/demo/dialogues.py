@@ -75,6 +75,11 @@ def slot_split(intent: str, slots: dict) -> str:
     return {0: "test", 1: "val"}.get(bucket, "train")
 
 
+def intent_weight(n_values: int) -> float:
+    """How often an intent is drawn: intents with many facts to learn come up more often."""
+    return 1.0 + min(n_values, 144) ** 0.5 / 3
+
+
 class DialogueGenerator:
     """Draws dialogues of one split; `dialogues(n)` is deterministic for a config and split."""
 
@@ -86,6 +91,7 @@ class DialogueGenerator:
         self.rng = random.Random(f"{config.seed}:{split}")
         self._values = {i.name: i.values() for i in INTENTS}
         self._values.update({f.name: f.values() for f in FOLLOW_UPS})
+        self._weights = [intent_weight(len(self._values[i.name])) for i in INTENTS]
 
     def dialogues(self, n: int) -> list[Dialogue]:
         return [self.dialogue() for _ in range(n)]
@@ -110,7 +116,7 @@ class DialogueGenerator:
 
     def _fresh(self) -> tuple[Turn, tuple[str, dict]]:
         while True:
-            intent = self.rng.choice(INTENTS)
+            intent = self.rng.choices(INTENTS, self._weights)[0]
             drawn = self._draw(intent)
             if drawn is not None:
                 template, slots, held_out = drawn

@@ -128,14 +128,14 @@ INTENTS: tuple[Intent, ...] = (
            lambda s: f"Okay, I will remind you to {_your(s['task'])} at {s['time']}.", compositional=True),
     Intent("add", ("what is {a} plus {b}?", "what's {a} plus {b}?", "how much is {a} plus {b}?",
                    "can you add {a} and {b}?", "add {a} and {b} for me."),
-           _product(a=range(1, 13), b=range(1, 13)), lambda s: f"{s['a']} plus {s['b']} is {s['a'] + s['b']}."),
+           _product(a=range(1, 11), b=range(1, 11)), lambda s: f"{s['a']} plus {s['b']} is {s['a'] + s['b']}."),
     Intent("subtract", ("what is {a} minus {b}?", "what's {a} minus {b}?", "how much is {a} minus {b}?",
                         "take {b} away from {a}."),
-           lambda: [{"a": a, "b": b} for a in range(2, 16) for b in range(1, a)],
+           lambda: [{"a": a, "b": b} for a in range(2, 13) for b in range(1, a)],
            lambda s: f"{s['a']} minus {s['b']} is {s['a'] - s['b']}."),
     Intent("multiply", ("what is {a} times {b}?", "what's {a} times {b}?", "how much is {a} times {b}?",
                         "multiply {a} by {b}."),
-           _product(a=range(2, 11), b=range(2, 11)), lambda s: f"{s['a']} times {s['b']} is {s['a'] * s['b']}."),
+           _product(a=range(2, 10), b=range(2, 10)), lambda s: f"{s['a']} times {s['b']} is {s['a'] * s['b']}."),
     Intent("convert", ("how many {target} are in {v} {unit}?", "convert {v} {unit} to {target}.",
                        "what is {v} {unit} in {target}?", "{v} {unit} is how many {target}?",
                        "how many {target} is {v} {unit}?"),
@@ -201,13 +201,10 @@ def _next_again(prev_intent, prev, value):
 
 
 def _new_operands(prev_intent, prev, value):
-    if prev_intent == "subtract" and value["b"] >= value["a"]:
+    operands = {"a": value["a"], "b": value["b"]}
+    if operands == {"a": prev["a"], "b": prev["b"]} or operands not in INTENT_BY_NAME[prev_intent].values():
         return None
-    if prev_intent == "multiply" and min(value["a"], value["b"]) < 2:
-        return None
-    if (value["a"], value["b"]) == (prev["a"], prev["b"]):
-        return None
-    return prev_intent, {"a": value["a"], "b": value["b"]}
+    return prev_intent, operands
 
 
 _OP_WORD = {"add": "plus", "subtract": "minus", "multiply": "times"}
@@ -235,7 +232,7 @@ FOLLOW_UPS: tuple[FollowUp, ...] = (
              ("and the one after that?", "and then?", "and the next one?"), lambda: [{}], _next_again),
     FollowUp("operands_again", ("add", "subtract", "multiply"), ("and {a} {op} {b}?", "what about {a} {op} {b}?",
                                                                "how about {a} {op} {b}?"),
-             _product(a=range(1, 13), b=range(1, 13)), _new_operands),
+             _product(a=range(1, 11), b=range(1, 11)), _new_operands),
     FollowUp("spell_again", ("spell",), ("and {word}?", "now spell {word}.", "what about {word}?"),
              _one("word", facts.SPELL_WORDS), _same_intent_new("word")),
     FollowUp("animal_again", ("animal",), ("and a {animal}?", "what about a {animal}?", "how about a {animal}?"),
