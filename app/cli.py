@@ -5,7 +5,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from foresay.app import bench_predgen, bench_tts
+from foresay.app import bench_asr, bench_predgen, bench_tts
 from foresay.engine.errors import ForesayError
 
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Each command's module registers its parser here: module.register(subparsers).
     bench_predgen.register(benches)
     bench_tts.register(benches)
+    bench_asr.register(benches)
     return parser
 
 

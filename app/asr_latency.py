@@ -1,0 +1,80 @@
+"""Streaming delays of the ASR, simulated on one clock with the real model's compute time.
+
+Random fixtures do not hear words, so word timing comes from a `SyntheticUtterance` (known
+word ends) recognized by the `ScriptedBackend`, while the cadence is set by a real backend
+decoding the same audio in lockstep: a hop ticks every `hop_ms` of audio, starts when the
+worker is free (ticks that pass during a decode are skipped, as the live stage does) and its
+partial appears after the real decode's measured wall time. The final starts at the end of
+the turn (or when the hop in flight finishes) and takes the real final decode's time.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from foresay.engine.asr.backends import AsrBackend
+from foresay.engine.asr.errors import AsrError
+from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
+from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
+
+
+@dataclass(frozen=True)
+class StreamingDelays:
+    word_delay_ms: tuple[float, ...]  # per word: first appearance in a partial minus the word's end
+    final_delay_ms: float  # final transcript after the end of the turn
+    hops: int
+    skipped: int
+
+    def summary(self) -> dict:
+        delays = np.array(self.word_delay_ms)
+        return {"word_delay_ms_mean": round(float(delays.mean()), 1),
+                "word_delay_ms_p90": round(float(np.percentile(delays, 90)), 1),
+                "final_delay_ms": round(self.final_delay_ms, 1)}
+
+
+def simulate(real: AsrBackend, utterance: SyntheticUtterance, config: StreamingConfig) -> StreamingDelays:
+    audio = utterance.audio()
+    scripted = ScriptedBackend(utterance)
+    heard = StreamingTranscriber(scripted, config)
+    timed = StreamingTranscriber(real, config)
+    hop, end = config.hop_ms / 1000, len(audio) / SAMPLE_RATE
+    fed, free_at, tick, skipped = 0, 0.0, 1, 0
+    shown: list[tuple[float, list[str]]] = []
+
+    def feed_until(seconds: float) -> None:
+        nonlocal fed
+        upto = min(len(audio), int(round(seconds * SAMPLE_RATE)))
+        for transcriber in (heard, timed):
+            transcriber.append(audio[fed:upto])
+        fed = upto
+
+    while tick * hop < end:
+        if free_at > tick * hop:  # the worker is busy: these ticks are skipped
+            next_tick = math.ceil(free_at / hop - 1e-9)
+            skipped += next_tick - tick
+            tick = next_tick
+            continue
+        feed_until(tick * hop)
+        started = time.perf_counter()
+        timed.hop()
+        free_at = tick * hop + time.perf_counter() - started
+        shown.append((free_at, heard.hop().text.split()))
+        tick += 1
+    final_start = max(end, free_at)
+    feed_until(end)
+    started = time.perf_counter()
+    timed.finish()
+    final_at = final_start + time.perf_counter() - started
+    final_words = heard.finish().text.split()
+    if final_words != list(utterance.words):
+        raise AsrError(f"internal: the scripted recognizer heard {final_words}, not {list(utterance.words)}")
+    shown.append((final_at, final_words))
+    delays = []
+    for i, (word, word_end) in enumerate(zip(utterance.words, utterance.word_ends_s())):
+        first = next(t for t, words in shown if len(words) > i and words[i] == word)
+        delays.append(1000 * (first - word_end))
+    return StreamingDelays(tuple(delays), 1000 * (final_at - end), hops=len(shown) - 1, skipped=skipped)

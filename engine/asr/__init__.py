@@ -1,0 +1,26 @@
+"""Streaming speech recognition: Whisper through faster-whisper, Foresay's greedy loop, or SpecASR.
+
+Entry points for the pipeline: `AsrConfig` + `build_backend` choose and load the recognizer;
+`StreamingAsr` runs it on the event loop (start_turn / feed / end_turn) and emits
+`PartialTranscript` and `FinalTranscript`; `StreamingTranscriber` is the same logic without I/O.
+Heavy modules (torch, transformers, faster-whisper) load when these names are first used.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+_EXPORTS = {
+    "AsrConfig": "factory", "build_backend": "factory",
+    "AsrBackend": "backends", "Hypothesis": "backends", "DecodeLimits": "backends",
+    "GreedyBackend": "backends", "SpecAsrBackend": "backends",
+    "FasterWhisperBackend": "faster_whisper_backend", "FasterWhisperConfig": "faster_whisper_backend",
+    "SpecConfig": "specasr", "speculative_decode": "specasr", "greedy_decode": "greedy",
+    "StreamingConfig": "streaming", "StreamingTranscriber": "streaming", "StreamingAsr": "stage",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -1,0 +1,125 @@
+"""One Whisper decoder's state over one audio window, with an explicit key/value cache.
+
+The cache holds one entry per token in `cached` (a prefix of the sequence being decoded).
+`extend` appends a chain of tokens; `tree` scores a token tree in one pass (each node sees the
+cache prefix its root follows and its own ancestors, through an additive mask, at the position
+its depth gives) and must be followed by `keep_path` or `drop_tree`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from foresay.engine.asr.errors import AsrError
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class DecoderCursor:
+    def __init__(self, model, encoder_out: torch.Tensor) -> None:
+        self.model = model
+        self.encoder_out = encoder_out
+        self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        self.cached: list[int] = []
+        self.passes = 0  # decoder forward passes, the unit every statistic counts
+        self._tree_nodes = 0
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.model.config.max_target_positions)
+
+    def sync(self, sequence: Sequence[int]) -> list[int]:
+        """Drop cache entries that are not a prefix of `sequence` and return the tokens still to
+        feed (at least one, so the next pass yields the next token's logits)."""
+        keep = min(common_prefix_length(self.cached, sequence), len(sequence) - 1)
+        self._crop(keep)
+        return list(sequence[keep:])
+
+    def extend(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Feed `tokens` after the cache; logits [len(tokens), vocab], row i predicting the token
+        after tokens[i]."""
+        self._no_open_tree()
+        start = len(self.cached)
+        positions = torch.arange(start, start + len(tokens))
+        logits = self._forward(tokens, positions, attention_mask=None)
+        self.cached.extend(tokens)
+        return logits
+
+    def tree(self, tokens: Sequence[int], parents: Sequence[int], root_context: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Score a token tree in one pass: node i's parent is `parents[i]` (an earlier node) or
+        -1 for a root, which follows the first `root_context[i]` cache entries. Returns logits
+        [n, vocab] and the nodes' positions [n]."""
+        self._no_open_tree()
+        n, past = len(tokens), len(self.cached)
+        context = [0] * n
+        positions = [0] * n
+        allowed = torch.zeros(n, past + n, dtype=torch.bool)
+        for i, parent in enumerate(parents):
+            if parent >= i:
+                raise AsrError(f"tree node {i} has parent {parent}; parents must come first")
+            if parent < 0:
+                context[i], positions[i] = root_context[i], root_context[i]
+                if not 0 <= context[i] <= past:
+                    raise AsrError(f"tree root {i} follows {context[i]} cache entries; the cache has {past}")
+            else:
+                context[i], positions[i] = context[parent], positions[parent] + 1
+                allowed[i, past:] = allowed[parent, past:]
+            allowed[i, : context[i]] = True
+            allowed[i, past + i] = True
+        dtype = self.model.dtype
+        mask = torch.zeros(n, past + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        position_tensor = torch.tensor(positions)
+        logits = self._forward(tokens, position_tensor, attention_mask=mask[None, None])
+        self._tree_nodes = n
+        self._tree_tokens = list(tokens)
+        return logits, position_tensor
+
+    def keep_path(self, nodes: Sequence[int]) -> None:
+        """Keep the open tree's `nodes` (a root-to-node path, in order) after the cache."""
+        past = len(self.cached)
+        index = torch.tensor([*range(past), *(past + i for i in nodes)], device=self.model.device)
+        for layer in self.cache.self_attention_cache.layers:
+            layer.keys = layer.keys.index_select(-2, index)
+            layer.values = layer.values.index_select(-2, index)
+        self.cached.extend(self._tree_tokens[i] for i in nodes)
+        self._tree_nodes = 0
+
+    def drop_tree(self) -> None:
+        if self._tree_nodes:
+            self.cache.crop(-self._tree_nodes)
+            self._tree_nodes = 0
+
+    def _crop(self, length: int) -> None:
+        self._no_open_tree()
+        if length < len(self.cached):
+            self.cache.crop(length - len(self.cached))
+            del self.cached[length:]
+
+    def _no_open_tree(self) -> None:
+        if self._tree_nodes:
+            raise AsrError("internal: a scored tree must be kept or dropped before the next pass")
+
+    @torch.inference_mode()
+    def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
+        if not tokens:
+            raise AsrError("internal: a decoder pass needs at least one token")
+        if int(positions.max()) >= self.max_positions:
+            raise AsrError(f"the decoder sequence would exceed {self.max_positions} tokens")
+        device = self.model.device
+        input_ids = torch.tensor([list(tokens)], device=device)
+        hidden = self.model.model.decoder(
+            input_ids=input_ids, encoder_hidden_states=self.encoder_out,
+            past_key_values=self.cache, position_ids=positions.to(device)[None],
+            attention_mask=None if attention_mask is None else attention_mask.to(device),
+            use_cache=True).last_hidden_state
+        self.passes += 1
+        return self.model.proj_out(hidden)[0].float()

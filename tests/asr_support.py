@@ -1,0 +1,36 @@
+"""Shared ASR test fixtures: the tiny random Whisper pair, built once per test session.
+
+conftest imports this module for every test session, so it imports nothing heavy itself."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def asr_fixture_root(tmp_path_factory):
+    import torch  # here, not at module level: conftest imports this module for every test
+
+    torch.set_num_threads(1)  # the build machines are small and shared
+    return tmp_path_factory.mktemp("asr-fixtures")
+
+
+@pytest.fixture(scope="session")
+def whisper_models(asr_fixture_root):
+    """load(name, attention) -> LoadedWhisper, each loaded once."""
+    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+
+    loaded = {}
+
+    def load(name: str = "tiny-random", attention: str = "sdpa"):
+        key = (name, attention)
+        if key not in loaded:
+            loaded[key] = load_whisper(WhisperModelConfig(name, attention=attention, fixture_root=asr_fixture_root))
+        return loaded[key]
+
+    return load
+
+
+def noise_audio(seed: int, seconds: float = 2.0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(int(16000 * seconds)) * 0.1).astype(np.float32)
+

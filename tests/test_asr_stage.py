@@ -1,0 +1,95 @@
+"""The asyncio ASR stage: cadence, coalescing under slow decoding, the final always runs."""
+import asyncio
+import time
+
+import pytest
+
+from asr_slow import SlowScripted
+from foresay.engine.asr.errors import AsrError
+from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
+from foresay.engine.asr.stage import StreamingAsr
+from foresay.engine.asr.streaming import StreamingConfig
+from foresay.engine.events import FinalTranscript, PartialTranscript
+
+WORDS = ("turn", "the", "lights", "off")
+
+
+async def speak(stage, audio, chunk_ms=20, speed=4.0):
+    chunk = chunk_ms * SAMPLE_RATE // 1000
+    for at in range(0, len(audio), chunk):
+        stage.feed(audio[at: at + chunk])
+        await asyncio.sleep(chunk_ms / 1000 / speed)
+
+
+def run_turn(backend, hop_ms, speed=4.0):
+    events = []
+    stage = StreamingAsr(backend, events.append, StreamingConfig(hop_ms=hop_ms))
+    audio = SyntheticUtterance(WORDS).audio()
+
+    async def main():
+        stage.start_turn(3, t=50.0)
+        await speak(stage, audio, speed=speed)
+        final = await stage.end_turn()
+        stage.close()
+        return final
+
+    started = time.monotonic()
+    final = asyncio.run(main())
+    return stage, events, final, time.monotonic() - started
+
+
+def test_partials_on_cadence_then_the_final():
+    backend = ScriptedBackend(SyntheticUtterance(WORDS))
+    stage, events, final, _ = run_turn(backend, hop_ms=50)
+    partials = [e for e in events if isinstance(e, PartialTranscript)]
+    assert len(partials) >= 3 and len(partials) == stage.hops_run  # no timing bound: CI machines are busy
+    assert [p.revision for p in partials] == list(range(1, len(partials) + 1))
+    assert events[-1] is final and isinstance(final, FinalTranscript)
+    assert final.text == "turn the lights off" and final.turn_id == 3
+
+
+def test_slow_hops_are_coalesced_not_queued_and_the_final_still_runs():
+    backend = SlowScripted(SyntheticUtterance(WORDS), seconds=0.15)
+    stage, events, final, elapsed = run_turn(backend, hop_ms=50)
+    assert stage.hops_skipped > stage.hops_run  # most ticks found a hop still running
+    assert len(backend.calls) <= elapsed / 0.15 + 1  # never more decodes than time allows
+    assert final.text == "turn the lights off"
+    assert sum(call["samples"] for call in backend.calls[-1:]) == len(SyntheticUtterance(WORDS).audio())
+
+
+def test_misuse_is_reported():
+    stage = StreamingAsr(ScriptedBackend(SyntheticUtterance(WORDS)), lambda e: None)
+    with pytest.raises(AsrError, match="outside a turn"):
+        stage.feed(SyntheticUtterance(WORDS).audio())
+
+    async def twice():
+        stage.start_turn(1, 0.0)
+        with pytest.raises(AsrError, match="already"):
+            stage.start_turn(2, 0.0)
+        await stage.end_turn()
+        with pytest.raises(AsrError, match="no turn"):
+            await stage.end_turn()
+
+    asyncio.run(twice())
+    stage.close()
+
+
+def test_a_cancelled_turn_emits_nothing_more():
+    events = []
+    stage = StreamingAsr(ScriptedBackend(SyntheticUtterance(WORDS)), events.append, StreamingConfig(hop_ms=50))
+
+    async def main():
+        stage.start_turn(1, 0.0)
+        await speak(stage, SyntheticUtterance(WORDS).audio()[:8000])
+        await stage.cancel_turn()
+        emitted = len(events)
+        await asyncio.sleep(0.15)
+        assert len(events) == emitted and not any(isinstance(e, FinalTranscript) for e in events)
+        stage.start_turn(2, 1.0)  # the next turn starts cleanly
+        stage.feed(SyntheticUtterance(WORDS).audio())
+        return await stage.end_turn()
+
+    final = asyncio.run(main())
+    stage.close()
+    assert final.turn_id == 2 and final.text == "turn the lights off"

@@ -1,0 +1,105 @@
+"""Streaming transcription: stable committed text, forced prefixes, long utterances."""
+import pytest
+
+from foresay.engine.asr.errors import InvalidAsrConfig
+from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
+from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
+
+SENTENCE = "I would like to book a table for their family at eight tonight please".split()
+
+
+def stream(transcriber, audio, hop_ms=250):
+    hop = hop_ms * SAMPLE_RATE // 1000
+    partials = []
+    for at in range(0, len(audio), hop):
+        transcriber.append(audio[at: at + hop])
+        partials.append(transcriber.hop())
+    return partials, transcriber.finish()
+
+
+def assert_committed_only_grows(partials):
+    for before, after in zip(partials, partials[1:]):
+        assert after.committed.split()[: len(before.committed.split())] == before.committed.split()
+        assert after.revision == before.revision + 1
+
+
+def test_partials_commit_by_agreement_and_final_is_the_sentence():
+    utterance = SyntheticUtterance(tuple(SENTENCE), pause_after=frozenset({5}))
+    backend = ScriptedBackend(utterance, confusions={8: "there"})
+    transcriber = StreamingTranscriber(backend, turn_id=7, start_time=100.0)
+    partials, final = stream(transcriber, utterance.audio())
+    assert final.text == " ".join(SENTENCE) and final.turn_id == 7
+    assert final.t == pytest.approx(100.0 + len(utterance.audio()) / SAMPLE_RATE)
+    assert_committed_only_grows(partials)
+    assert partials[-1].committed.split() == SENTENCE[:-1]  # the last word is never committed
+    assert any(p.tentative.split()[-1:] == ["there"] for p in partials)  # a correction happened...
+    assert all("there" not in p.committed.split() for p in partials)  # ...and was never committed
+    assert any(p.tentative and p.tentative.split()[-1] not in SENTENCE for p in partials)  # growing fragments
+    # the committed tokens are forced as the decoder prefix of the next hop
+    for call, partial in zip(backend.calls[1:], partials):
+        assert backend.text.decode(call["forced"]).strip() == partial.committed
+
+
+def test_history_is_the_bounded_prompt():
+    utterance = SyntheticUtterance(("hello", "there"))
+    backend = ScriptedBackend(utterance)
+    history = " ".join(f"w{i}" for i in range(300))
+    stream(StreamingTranscriber(backend, StreamingConfig(prompt_tokens=50), history=history), utterance.audio())
+    assert backend.text.decode(backend.calls[0]["prompt"]).split() == history.split()[-50:]
+    backend = ScriptedBackend(utterance)
+    stream(StreamingTranscriber(backend, StreamingConfig(prompt_tokens=0), history=history), utterance.audio())
+    assert backend.calls[0]["prompt"] == ()
+
+
+def test_long_utterance_is_trimmed_at_committed_pauses_without_losing_words():
+    words = tuple(f"word{i}" for i in range(110))
+    utterance = SyntheticUtterance(words, pause_after=frozenset(range(9, 110, 10)))
+    assert len(utterance.audio()) / SAMPLE_RATE > 40
+    backend = ScriptedBackend(utterance, confusions={i: "oops" for i in range(3, 110, 7)})
+    transcriber = StreamingTranscriber(backend, StreamingConfig(trim_after_s=12))
+    partials, final = stream(transcriber, utterance.audio())
+    assert final.text.split() == list(words)
+    assert transcriber.trims >= 3
+    assert max(call["samples"] for call in backend.calls) < 30 * SAMPLE_RATE
+    assert_committed_only_grows(partials)
+    # the trimmed text became the prompt of later windows
+    assert backend.text.decode(backend.calls[-1]["prompt"]).split()[-1] in words
+
+
+def test_hard_limit_without_committed_pause_keeps_the_window_under_30_s():
+    words = tuple(f"w{i}" for i in range(100))
+    utterance = SyntheticUtterance(words, gap_ms=40)  # no long pause anywhere
+    backend = ScriptedBackend(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(hop_ms=1000))
+    partials, final = stream(transcriber, utterance.audio(), hop_ms=1000)
+    assert transcriber.trims >= 1
+    assert max(call["samples"] for call in backend.calls) <= 30 * SAMPLE_RATE
+    assert_committed_only_grows(partials)
+    assert final.text.split()[:50] == list(words[:50])
+
+
+def test_config_is_validated():
+    for bad in [dict(hop_ms=10), dict(prompt_tokens=500), dict(trim_after_s=30), dict(min_pause_ms=1),
+                dict(silence_rms=0)]:
+        with pytest.raises(InvalidAsrConfig):
+            StreamingConfig(**bad)
+
+
+def test_a_burst_of_coalesced_audio_past_the_window_is_still_decodable():
+    words = tuple(f"w{i}" for i in range(60))
+    utterance = SyntheticUtterance(words, pause_after=frozenset(range(7, 60, 8)))
+    audio = utterance.audio()
+    backend = ScriptedBackend(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(trim_after_s=12))
+    transcriber.append(audio[: 8 * SAMPLE_RATE])
+    first = transcriber.hop()
+    transcriber.append(audio[8 * SAMPLE_RATE: 36 * SAMPLE_RATE])  # 28 s arrive at once: a stalled worker
+    second = transcriber.hop()
+    transcriber.append(audio[36 * SAMPLE_RATE:])
+    final = transcriber.finish()
+    assert max(call["samples"] for call in backend.calls) <= 30 * SAMPLE_RATE
+    assert second.committed.split()[: len(first.committed.split())] == first.committed.split()
+    heard = final.text.split()
+    assert heard[:len(first.text.split()) - 1] == list(words[:len(first.text.split()) - 1])
+    assert heard[-10:] == list(words[-10:]) and len(heard) == len(set(heard))  # nothing repeated
