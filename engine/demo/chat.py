@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train the tokenizer and the chat model")
     train.add_argument("--out", required=True, help="folder for the model (e.g. assets/models/demo-chat)")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--steps", type=int, default=800)
-    train.add_argument("--batch-size", type=int, default=48)
+    train.add_argument("--steps", type=int, default=500)
+    train.add_argument("--batch-size", type=int, default=40)
     train.add_argument("--lr", type=float, default=3e-3)
     train.add_argument("--truncate-prob", type=float, default=0.3,
                        help="share of dialogues whose last user turn is cut off")

@@ -23,8 +23,8 @@ from foresay.engine.fixtures import FixtureSpec, build_tokenizer, qwen2_config, 
 
 log = logging.getLogger(__name__)
 
-DEMO_CHAT_SPEC = FixtureSpec("demo-chat", vocab_size=1024, hidden_size=192, intermediate_size=512,
-                             num_layers=4, num_heads=6, num_kv_heads=2, init_std=0.02,
+DEMO_CHAT_SPEC = FixtureSpec("demo-chat", vocab_size=1024, hidden_size=160, intermediate_size=448,
+                             num_layers=4, num_heads=5, num_kv_heads=1, init_std=0.02,
                              max_positions=2048)
 # Lines repeated so BPE gives the system prompt and the template's words whole tokens.
 _FREQUENT_REPEATS = 200
@@ -41,10 +41,10 @@ class ChatTrainConfig:
     threads: torch CPU threads (0: torch's default).
     """
     seed: int = 0
-    steps: int = 1200
-    batch_size: int = 48
+    steps: int = 500
+    batch_size: int = 40
     lr: float = 3e-3
-    warmup: int = 60
+    warmup: int = 40
     weight_decay: float = 0.01
     truncate_prob: float = 0.3
     threads: int = 2
