@@ -4,7 +4,7 @@ import random
 import pytest
 
 from foresay.engine.demo import facts
-from foresay.engine.demo.dialogues import (SPLITS, DialogueGenerator, DomainConfig, slot_split,
+from foresay.engine.demo.dialogues import (SPLITS, DialogueGenerator, DomainConfig, request_split, slot_split,
                                            truncate_request, write_jsonl)
 from foresay.engine.demo.intents import FOLLOW_UPS, INTENT_BY_NAME, INTENTS, reply_for
 from foresay.engine.errors import ForesayError

@@ -1,8 +1,10 @@
 """Seeded dialogues of the demo domain, in train / val / test splits that never share a request.
 
-A test request uses a phrasing held out of training, or (for compositional intents) a slot
-combination held out of training; validation holds out others the same way. Spoken-style noise
-(fillers, politeness) is drawn for every request, so the same request comes in several forms.
+Every request (phrasing, fillers and slots together) belongs to one split by a hash of its text,
+so a test request combines parts seen in training into a whole never seen there ("phrasing");
+for compositional intents, whose replies are built from the slots, whole slot combinations are
+held out as well ("slots"). Validation holds out others the same way. Fillers and politeness
+words are drawn for every request, so the same request comes in several forms.
 """
 from __future__ import annotations
 
@@ -59,20 +61,21 @@ class Dialogue:
                 "detail": [asdict(t) for t in self.turns]}
 
 
-def template_split(index: int, count: int) -> str:
-    """The last phrasing is the test split's; with five or more, the one before is validation's."""
-    if count >= 3 and index == count - 1:
-        return "test"
-    if count >= 5 and index == count - 2:
-        return "val"
-    return "train"
+def _bucket(key: str) -> str:
+    """A stable split for a key: about one in ten to test, one in ten to validation."""
+    bucket = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 10
+    return {0: "test", 1: "val"}.get(bucket, "train")
 
 
 def slot_split(intent: str, slots: dict) -> str:
-    """A stable split for a slot combination (about one in ten to test, one in ten to val)."""
-    key = json.dumps([intent, sorted((k, str(v)) for k, v in slots.items())])
-    bucket = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 10
-    return {0: "test", 1: "val"}.get(bucket, "train")
+    """The split a slot combination of a compositional intent belongs to."""
+    return _bucket(json.dumps([intent, sorted((k, str(v)) for k, v in slots.items())]))
+
+
+def request_split(text: str) -> str:
+    """The split a whole request belongs to: its phrasing, fillers and slots together, so a test
+    request is a combination of parts seen in training that training never saw as a whole."""
+    return _bucket(" ".join(text.lower().split()))
 
 
 def intent_weight(n_values: int) -> float:
@@ -111,63 +114,56 @@ class DialogueGenerator:
 
     # --- drawing ----------------------------------------------------------------------------
 
-    def _templates(self, templates: tuple[str, ...], split: str) -> list[str]:
-        return [t for i, t in enumerate(templates) if template_split(i, len(templates)) == split]
-
     def _fresh(self) -> tuple[Turn, tuple[str, dict]]:
         while True:
             intent = self.rng.choices(INTENTS, self._weights)[0]
             drawn = self._draw(intent)
             if drawn is not None:
-                template, slots, held_out = drawn
-                text = format_slots(template, intent.name, slots)
+                text, slots, held_out = drawn
                 return self._turn(text, intent.name, slots, held_out), (intent.name, slots)
 
     def _draw(self, intent: Intent):
-        """A (template, slots, held-out kind) of this split for `intent`, or None if it has none."""
+        """(request, slots, held-out kind) of this split for `intent`, or None to draw again."""
         values = self._values[intent.name]
-        train_slots = [v for v in values if not intent.compositional or slot_split(intent.name, v) == "train"]
-        if self.split == "train":
-            return self.rng.choice(self._templates(intent.templates, "train")), self.rng.choice(train_slots), ""
-        options = []
-        held_templates = self._templates(intent.templates, self.split)
-        if held_templates:
-            options.append((held_templates, values, "phrasing"))
+        if intent.compositional and self.split != "train" and self.rng.random() < 0.15:
+            held = [v for v in values if slot_split(intent.name, v) == self.split]
+            slots = self.rng.choice(held)
+            return self._decorate(format_slots(self.rng.choice(intent.templates), intent.name, slots)), slots, "slots"
         if intent.compositional:
-            held_slots = [v for v in values if slot_split(intent.name, v) == self.split]
-            if held_slots:
-                options.append((self._templates(intent.templates, "train"), held_slots, "slots"))
-        if not options:
+            values = [v for v in values if slot_split(intent.name, v) == "train"]
+        slots = self.rng.choice(values)
+        text = self._decorate(format_slots(self.rng.choice(intent.templates), intent.name, slots))
+        if request_split(text) != self.split:
             return None
-        templates, pool, kind = self.rng.choice(options)
-        return self.rng.choice(templates), self.rng.choice(pool), kind
+        return text, slots, "" if self.split == "train" else "phrasing"
 
     def _follow_up(self, prev_intent: str, prev_slots: dict):
         candidates = [f for f in FOLLOW_UPS if prev_intent in f.after]
-        self.rng.shuffle(candidates)
-        for follow in candidates:
-            templates = self._templates(follow.templates, self.split)
-            if not templates:
+        for _ in range(60 if candidates else 0):
+            follow = self.rng.choice(candidates)
+            value = self.rng.choice(self._values[follow.name])
+            derived = follow.derive(prev_intent, prev_slots, value)
+            if derived is None:
                 continue
-            values = list(self._values[follow.name])
-            self.rng.shuffle(values)
-            for value in values[:20]:
-                derived = follow.derive(prev_intent, prev_slots, value)
-                if derived is None:
-                    continue
-                intent, slots = derived
-                text = format_slots(self.rng.choice(templates), prev_intent, value)
-                kind = "" if self.split == "train" else "phrasing"
-                return self._turn(text, follow.name, slots, kind, reply_intent=intent), (intent, slots)
+            text = self._decorate(format_slots(self.rng.choice(follow.templates), prev_intent, value))
+            if request_split(text) != self.split:
+                continue
+            intent, slots = derived
+            kind = "" if self.split == "train" else "phrasing"
+            return self._turn(text, follow.name, slots, kind, reply_intent=intent), (intent, slots)
         return None, None
 
-    def _turn(self, text: str, name: str, slots: dict, held_out: str, reply_intent: str | None = None) -> Turn:
+    def _decorate(self, text: str) -> str:
+        """Spoken-style noise: a filler before, a politeness word after (sometimes)."""
         if self.rng.random() < self.config.filler_prob:
             text = self.rng.choice(PREFIXES) + text
             suffix = self.rng.choice(SUFFIXES)
             if suffix and text[-1] in ".?":
                 text = text[:-1] + suffix + text[-1]
-        return Turn(text[:1].upper() + text[1:], reply_for(reply_intent or name, slots), name, held_out)
+        return text[:1].upper() + text[1:]
+
+    def _turn(self, text: str, name: str, slots: dict, held_out: str, reply_intent: str | None = None) -> Turn:
+        return Turn(text, reply_for(reply_intent or name, slots), name, held_out)
 
 
 def truncate_request(text: str, rng: random.Random, max_dropped: int = 3) -> str:

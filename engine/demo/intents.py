@@ -1,8 +1,7 @@
 """The demo domain's intents: phrasings with slots, the slot values, and the one right reply.
 
-An intent's last phrasing is held out for the test split and, where it has five or more, the one
-before it for validation. Compositional intents (their reply is built from the slots, so a new
-combination can be answered without having seen it) also hold out slot combinations.
+Compositional intents (their reply is built from the slots, so a new combination can be answered
+without having seen it) hold out whole slot combinations from training; see `dialogues`.
 """
 from __future__ import annotations
 

@@ -108,9 +108,9 @@ def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None,
     path = (cache or speech_cache_dir()) / f"{split}-{count}-{key}.npz"
     if path.exists():
         data = np.load(path, allow_pickle=False)
-        lengths = data["lengths"]
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        audio = [data["samples"][a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
+        samples = data["samples"]  # every access to an npz member reads it again: once only
+        bounds = np.concatenate([[0], np.cumsum(data["lengths"])])
+        audio = [samples[a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
         settings = [VoiceSetting(**s) for s in json.loads(str(data["settings"]))]
         return SpeechSet(json.loads(str(data["texts"])), audio, settings)
     rng = random.Random(f"speech:{seed}:{split}")
