@@ -81,9 +81,77 @@ machine ({note}); final training loss {final_loss:.3f}.
 """
 
 
-def write_card(folder: Path, template: str, **fields) -> None:
-    stats = json.loads((folder / "training.json").read_text())
-    flat = {**stats, **stats.get("config", {}), **stats.get("shape", {}), **stats.get("domain", {})}
-    flat.pop("seed", None)
-    flat["seed"] = stats.get("config", {}).get("seed", 0)
-    (folder / "README.md").write_text(template.format(**{**flat, **fields}))
+CHAT_TRAIN_COMMAND = "nice -n 10 python -m foresay.engine.demo.chat train --out assets/models/demo-chat"
+CHAT_EVAL_COMMAND = ("python -m foresay.engine.demo.chat eval --model demo --split test --dialogues 200 "
+                     "--json assets/models/demo-chat/held_out.json")
+WHISPER_TRAIN_COMMAND = "nice -n 10 python -m foresay.engine.demo.whisper train --out-dir assets/models"
+WHISPER_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 "
+                        "--json assets/models/demo-whisper/held_out.json")
+
+
+def _load(folder: Path, name: str) -> dict:
+    path = folder / name
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: train and evaluate the model first")
+    return json.loads(path.read_text())
+
+
+def _flat(stats: dict) -> dict:
+    return {**stats, **stats.get("domain", {}), **stats.get("shape", {}), **stats.get("config", {})}
+
+
+def chat_card(folder: Path, note: str) -> str:
+    from foresay.engine.demo.train_chat import DEMO_CHAT_SPEC as spec
+
+    stats, scores = _load(folder, "training.json"), _load(folder, "held_out.json")
+    kinds = ", ".join(f"{k}: {e}/{n}" for k, (e, n) in sorted(scores["by_held_out"].items()))
+    lines = (f"{scores['exact']}/{scores['turns']} held-out test requests answered exactly right with the "
+             f"full prompt: **{100 * scores['accuracy']:.1f}%** (gate: 90%; by kind of novelty: {kinds}).")
+    fields = _flat(stats)
+    fields["data_seed"] = stats["domain"]["seed"]
+    return CHAT_CARD.format(**fields, layers=spec.num_layers, hidden=spec.hidden_size, heads=spec.num_heads,
+                            kv_heads=spec.num_kv_heads, vocab=spec.vocab_size,
+                            truncate_pct=100 * stats["config"]["truncate_prob"], command=CHAT_TRAIN_COMMAND,
+                            eval_command=CHAT_EVAL_COMMAND, eval_lines=lines, note=note)
+
+
+def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
+    from foresay.engine.demo import speech
+
+    stats = _load(folder, "training.json")
+    scores = _load(folder.parent / "demo-whisper", "held_out.json")[role]
+    gate = 5 if role == "target" else 15
+    lines = (f"Word error rate on {scores['clips']} held-out test requests in held-out voice settings, decoded "
+             f"greedily by Foresay's own loop: **{100 * scores['wer']:.2f}%** of {scores['words']} words "
+             f"({scores['exact_clips']}/{scores['clips']} clips word for word; gate: {gate}%).")
+    return WHISPER_CARD.format(
+        **_flat(stats), role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND,
+        eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,
+        base_voices=", ".join(speech.BASE_VOICES), train_variants=", ".join(v or "(none)" for v in speech.TRAIN_VARIANTS),
+        train_rates=", ".join(map(str, speech.TRAIN_RATES)), train_pitches=", ".join(map(str, speech.TRAIN_PITCHES)),
+        test_variants=", ".join(speech.TEST_VARIANTS), test_rates=", ".join(map(str, speech.TEST_RATES)),
+        test_pitches=", ".join(map(str, speech.TEST_PITCHES)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m foresay.engine.demo.cards",
+                                     description="Write the demo models' cards from their training and "
+                                                 "evaluation records (training.json, held_out.json).")
+    parser.add_argument("--models", default="assets/models", help="folder holding demo-chat/, demo-whisper*/")
+    parser.add_argument("--note", default="2-core CPU VM shared with other jobs, no GPU",
+                        help="what the machine was, for the training times")
+    args = parser.parse_args(argv)
+    root = Path(args.models)
+    if (root / "demo-chat").exists():
+        (root / "demo-chat" / "README.md").write_text(chat_card(root / "demo-chat", args.note))
+    for name, role, partner in (("demo-whisper", "target", "the draft demo-whisper-draft"),
+                                ("demo-whisper-draft", "draft", "the target demo-whisper")):
+        if (root / name).exists():
+            (root / name / "README.md").write_text(whisper_card(root / name, role, partner, args.note))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

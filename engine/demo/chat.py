@@ -33,7 +33,8 @@ def cmd_train(args) -> int:
     from foresay.engine.predgen.conversation import default_system_prompt
 
     config = ChatTrainConfig(seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                             truncate_prob=args.truncate_prob, threads=args.threads)
+                             truncate_prob=args.truncate_prob, threads=args.threads, stop_at=args.stop_at,
+                             checkpoint_every=args.checkpoint_every)
     stats = train_chat(config, Path(args.out), default_system_prompt(), _domain(args),
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(json.dumps(stats, indent=2))
@@ -72,12 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train the tokenizer and the chat model")
     train.add_argument("--out", required=True, help="folder for the model (e.g. assets/models/demo-chat)")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--steps", type=int, default=500)
-    train.add_argument("--batch-size", type=int, default=40)
+    train.add_argument("--steps", type=int, default=600)
+    train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=3e-3)
     train.add_argument("--truncate-prob", type=float, default=0.3,
                        help="share of dialogues whose last user turn is cut off")
     train.add_argument("--threads", type=int, default=2)
+    train.add_argument("--stop-at", type=int, help="stop after N steps of the --steps schedule")
+    train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                       help="also save the model (and training.json) every N steps")
     train.set_defaults(func=cmd_train)
 
     ev = commands.add_parser("eval", help="exact-match accuracy on held-out requests")

@@ -21,7 +21,7 @@ from foresay.engine.demo.dialogues import SPLITS, DialogueGenerator, DomainConfi
 from foresay.engine.errors import ForesayError
 
 SAMPLE_RATE = 16_000
-SPEECH_CACHE_VERSION = 1
+SPEECH_CACHE_VERSION = 2  # bump whenever the generator or the rendering changes
 BASE_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029", "en-gb-x-rp", "en-us-nyc")
 TRAIN_VARIANTS = ("", "+m3", "+f3", "+m5", "+f2", "+klatt", "+m7", "+f5")
 TRAIN_RATES = (145, 160, 175, 190, 205)

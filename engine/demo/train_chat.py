@@ -39,19 +39,28 @@ class ChatTrainConfig:
     lr: peak AdamW learning rate (linear warmup over `warmup` steps, cosine decay to 10%).
     truncate_prob: share of dialogues whose last user turn is cut off (reply unchanged).
     threads: torch CPU threads (0: torch's default).
+    stop_at: stop after this many steps of the `steps`-long schedule (None: run it all); with
+        `checkpoint_every`, the model is also saved every that many steps, so a run on a busy
+        machine can be cut short and its last checkpoint reproduced exactly with this field.
     """
     seed: int = 0
-    steps: int = 500
-    batch_size: int = 40
+    steps: int = 600
+    batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 40
     weight_decay: float = 0.01
     truncate_prob: float = 0.3
     threads: int = 2
+    stop_at: int | None = None
+    checkpoint_every: int = 0
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.warmup < 0:
             raise ForesayError("chat training: steps and batch_size must be >= 1, warmup >= 0")
+        if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
+            raise ForesayError("chat training: stop_at must lie in 1..steps")
+        if self.checkpoint_every < 0:
+            raise ForesayError("chat training: checkpoint_every must be >= 0")
         if not 0 < self.lr < 1:
             raise ForesayError("chat training: lr must lie in (0, 1)")
         if not 0 <= self.truncate_prob <= 1:
@@ -130,8 +139,22 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
                                   betas=(0.9, 0.98))
     prefix_ids = torch.tensor([prefix])
-    losses = []
-    for step in range(config.steps):
+    losses: list[float] = []
+
+    def save(step: int) -> dict:
+        model.eval()
+        model.save_pretrained(out)
+        model.train()
+        stats = {"config": asdict(config), "domain": asdict(domain),
+                 "parameters": sum(p.numel() for p in model.parameters()),
+                 "train_dialogues": len(dialogues), "steps_done": step, "system_prompt_tokens": len(prefix),
+                 "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+                 "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
+        (out / "training.json").write_text(json.dumps(stats, indent=2))
+        return stats
+
+    last = config.stop_at or config.steps
+    for step in range(last):
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
         batch = examples[step * config.batch_size:(step + 1) * config.batch_size]
@@ -141,16 +164,12 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
-        if (step + 1) % 25 == 0 or step + 1 == config.steps:
+        if (step + 1) % 25 == 0 or step + 1 == last:
             recent = sum(losses[-50:]) / len(losses[-50:])
             progress(f"step {step + 1}/{config.steps}  loss {recent:.4f}  "
                      f"{time.perf_counter() - started:.0f} s")
+        if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0 and step + 1 < last:
+            save(step + 1)
     model.eval()
-    model.save_pretrained(out)
-    stats = {"config": asdict(config), "domain": asdict(domain),
-             "parameters": sum(p.numel() for p in model.parameters()),
-             "train_dialogues": len(dialogues), "system_prompt_tokens": len(prefix),
-             "final_loss": sum(losses[-50:]) / len(losses[-50:]),
-             "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
-    (out / "training.json").write_text(json.dumps(stats, indent=2))
+    stats = save(last)
     return stats

@@ -53,6 +53,8 @@ class WhisperTrainConfig:
     seed: init and batch order. steps / batch_size: optimizer steps and clips per step.
     lr: peak AdamW learning rate (warmup over `warmup` steps, cosine decay to 5%).
     threads: torch CPU threads (0: torch's default).
+    checkpoint_every: also save the model every that many steps (0: only at the end), so a run on
+        a busy machine can be cut short; its training.json says how many steps it had done.
     """
     seed: int = 0
     steps: int = 600
@@ -60,6 +62,7 @@ class WhisperTrainConfig:
     lr: float = 2e-3
     warmup: int = 50
     threads: int = 2
+    checkpoint_every: int = 0
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.warmup < 0:
@@ -170,11 +173,20 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
         if (step + 1) % 25 == 0 or step + 1 == config.steps:
             progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f}  "
                      f"{time.perf_counter() - started:.0f} s")
+        if step + 1 == config.steps or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
+            stats = _save(name, model, tok, out, config, step + 1, len(rows), losses, started)
+    return stats
+
+
+def _save(name, model, tok, out: Path, config: WhisperTrainConfig, steps_done: int, clips: int, losses,
+          started: float) -> dict:
     model.eval()
     save_whisper(model, tok, out)
+    model.train()
     stats = {"name": name, "shape": asdict(SHAPES[name]), "config": asdict(config),
-             "parameters": sum(p.numel() for p in model.parameters()), "train_clips": len(rows),
-             "final_loss": float(np.mean(losses[-25:])), "seconds": round(time.perf_counter() - started, 1)}
+             "parameters": sum(p.numel() for p in model.parameters()), "train_clips": clips,
+             "steps_done": steps_done, "final_loss": float(np.mean(losses[-25:])),
+             "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
     (out / "training.json").write_text(json.dumps(stats, indent=2))
     return stats
 

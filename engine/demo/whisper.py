@@ -41,9 +41,13 @@ def cmd_train(args) -> int:
     _progress(f"{len(speech.texts)} training clips; computing features")
     feats, rows = training_data(tok, speech)
     results = {}
+    chosen = {"both": ("demo-whisper", "demo-whisper-draft"), "target": ("demo-whisper",),
+              "draft": ("demo-whisper-draft",)}[args.which]
     for name, steps in (("demo-whisper", args.target_steps), ("demo-whisper-draft", args.draft_steps)):
+        if name not in chosen:
+            continue
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
-                                    threads=args.threads)
+                                    threads=args.threads, checkpoint_every=args.checkpoint_every)
         results[name] = train_whisper(name, config, tok, feats, rows, Path(args.out_dir) / name, _progress)
     print(json.dumps(results, indent=2))
     return 0
@@ -93,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=2e-3)
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--which", choices=("both", "target", "draft"), default="both",
+                       help="train one of the pair only (the tokenizer is rebuilt identically either way)")
+    train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                       help="also save each model every N steps")
     train.set_defaults(func=cmd_train)
 
     ev = commands.add_parser("eval", help="word error rates on held-out requests and voices")
