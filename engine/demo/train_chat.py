@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example, corpus_lines
+from foresay.engine.demo.cli import check_schedule
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError
 from foresay.engine.fixtures import FixtureSpec, build_tokenizer, qwen2_config, save_chat_tokenizer
@@ -55,14 +56,11 @@ class ChatTrainConfig:
     checkpoint_every: int = 0
 
     def __post_init__(self):
-        if self.steps < 1 or self.batch_size < 1 or self.warmup < 0:
-            raise ForesayError("chat training: steps and batch_size must be >= 1, warmup >= 0")
+        check_schedule("chat training", self.steps, self.batch_size, self.warmup, self.lr)
         if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
             raise ForesayError("chat training: stop_at must lie in 1..steps")
         if self.checkpoint_every < 0:
             raise ForesayError("chat training: checkpoint_every must be >= 0")
-        if not 0 < self.lr < 1:
-            raise ForesayError("chat training: lr must lie in (0, 1)")
         if not 0 <= self.truncate_prob <= 1:
             raise ForesayError("chat training: truncate_prob must lie in [0, 1]")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from foresay.engine.demo.cli import check_schedule
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
-from foresay.engine.errors import ForesayError
 
 WINDOW_SECONDS = 6
 HOP_LENGTH = 320
@@ -65,10 +65,7 @@ class WhisperTrainConfig:
     checkpoint_every: int = 0
 
     def __post_init__(self):
-        if self.steps < 1 or self.batch_size < 1 or self.warmup < 0:
-            raise ForesayError("whisper training: steps and batch_size must be >= 1, warmup >= 0")
-        if not 0 < self.lr < 1:
-            raise ForesayError("whisper training: lr must lie in (0, 1)")
+        check_schedule("whisper training", self.steps, self.batch_size, self.warmup, self.lr)
 
 
 def build_whisper_tokenizer(texts: list[str]):

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from foresay.engine.demo.dialogues import SPLITS
-from foresay.engine.errors import ForesayError
+from foresay.engine.demo.cli import run
 
 
 def _progress(line: str) -> None:
@@ -126,15 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    for name in ("clips", "target_steps", "draft_steps", "batch_size"):
-        if getattr(args, name, 1) < 1:
-            raise SystemExit(f"--{name.replace('_', '-')} must be at least 1")
-    try:
-        return args.func(args)
-    except ForesayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run(build_parser(), argv, positive=("clips", "target_steps", "draft_steps", "batch_size"))
 
 
 if __name__ == "__main__":
