@@ -29,8 +29,8 @@ Validation and test requests use phrasings or slot combinations that no training
 {command}
 ```
 
-{steps} steps of {batch_size} dialogues, AdamW (peak lr {lr}), seed {seed}; {seconds:.0f} s wall on this
-build machine ({note}); final training loss {final_loss:.3f}. torch {torch}.
+{schedule}, {batch_size} dialogues per step, AdamW (peak lr {lr}), seed {seed}; {seconds:.0f} s wall on
+this build machine ({note}); training loss over the last 50 steps {final_loss:.3f}. torch {torch}.
 
 ## Held-out scores
 
@@ -68,8 +68,8 @@ Audio is cached in the user cache (`~/.cache/foresay/demo-speech`), never commit
 {command}
 ```
 
-{steps} steps of {batch_size} clips, AdamW (peak lr {lr}), seed {seed}; {seconds:.0f} s wall on this build
-machine ({note}); final training loss {final_loss:.3f}.
+{schedule}, {batch_size} clips per step, AdamW (peak lr {lr}), seed {seed}; {seconds:.0f} s wall on this
+build machine ({note}); training loss over the last 25 steps {final_loss:.3f}.
 
 ## Held-out scores
 
@@ -96,8 +96,13 @@ def _load(folder: Path, name: str) -> dict:
     return json.loads(path.read_text())
 
 
-def _flat(stats: dict) -> dict:
-    return {**stats, **stats.get("domain", {}), **stats.get("shape", {}), **stats.get("config", {})}
+def _flat(stats: dict, stop_option: str) -> dict:
+    flat = {**stats, **stats.get("domain", {}), **stats.get("shape", {}), **stats.get("config", {})}
+    done, steps = stats.get("steps_done", flat["steps"]), flat["steps"]
+    flat["schedule"] = (f"{steps} steps" if done == steps else
+                        f"{done} steps of a {steps}-step schedule (cut short on a busy machine; "
+                        f"add `{stop_option} {done}` to the command to reproduce it)")
+    return flat
 
 
 def chat_card(folder: Path, note: str) -> str:
@@ -107,7 +112,7 @@ def chat_card(folder: Path, note: str) -> str:
     kinds = ", ".join(f"{k}: {e}/{n}" for k, (e, n) in sorted(scores["by_held_out"].items()))
     lines = (f"{scores['exact']}/{scores['turns']} held-out test requests answered exactly right with the "
              f"full prompt: **{100 * scores['accuracy']:.1f}%** (gate: 90%; by kind of novelty: {kinds}).")
-    fields = _flat(stats)
+    fields = _flat(stats, "--stop-at")
     fields["data_seed"] = stats["domain"]["seed"]
     return CHAT_CARD.format(**fields, layers=spec.num_layers, hidden=spec.hidden_size, heads=spec.num_heads,
                             kv_heads=spec.num_kv_heads, vocab=spec.vocab_size,
@@ -125,7 +130,7 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
              f"greedily by Foresay's own loop: **{100 * scores['wer']:.2f}%** of {scores['words']} words "
              f"({scores['exact_clips']}/{scores['clips']} clips word for word; gate: {gate}%).")
     return WHISPER_CARD.format(
-        **_flat(stats), role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND,
+        **_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"), role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND,
         eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,
         base_voices=", ".join(speech.BASE_VOICES), train_variants=", ".join(v or "(none)" for v in speech.TRAIN_VARIANTS),
         train_rates=", ".join(map(str, speech.TRAIN_RATES)), train_pitches=", ".join(map(str, speech.TRAIN_PITCHES)),

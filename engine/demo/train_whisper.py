@@ -19,6 +19,7 @@ import torch
 
 from foresay.engine.demo.cli import check_schedule
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
+from foresay.engine.errors import ForesayError
 
 WINDOW_SECONDS = 6
 HOP_LENGTH = 320
@@ -63,9 +64,12 @@ class WhisperTrainConfig:
     warmup: int = 50
     threads: int = 2
     checkpoint_every: int = 0
+    stop_at: int | None = None  # stop after this many steps of the schedule (reproduces a cut-short run)
 
     def __post_init__(self):
         check_schedule("whisper training", self.steps, self.batch_size, self.warmup, self.lr)
+        if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
+            raise ForesayError("whisper training: stop_at must lie in 1..steps")
 
 
 def build_whisper_tokenizer(texts: list[str]):
@@ -146,7 +150,8 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
     eot = tok.token_to_id("<|endoftext|>")
     order: list[int] = []
     losses = []
-    for step in range(config.steps):
+    last = config.stop_at or config.steps
+    for step in range(last):
         if len(order) < config.batch_size:
             order += rng.sample(range(len(rows)), len(rows))
         batch, order = order[:config.batch_size], order[config.batch_size:]
@@ -167,10 +172,10 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
-        if (step + 1) % 25 == 0 or step + 1 == config.steps:
+        if (step + 1) % 25 == 0 or step + 1 == last:
             progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f}  "
                      f"{time.perf_counter() - started:.0f} s")
-        if step + 1 == config.steps or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
+        if step + 1 == last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
             stats = _save(name, model, tok, out, config, step + 1, len(rows), losses, started)
     return stats
 

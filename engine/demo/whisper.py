@@ -43,11 +43,14 @@ def cmd_train(args) -> int:
     results = {}
     chosen = {"both": ("demo-whisper", "demo-whisper-draft"), "target": ("demo-whisper",),
               "draft": ("demo-whisper-draft",)}[args.which]
-    for name, steps in (("demo-whisper", args.target_steps), ("demo-whisper-draft", args.draft_steps)):
+    plans = (("demo-whisper", args.target_steps, args.target_stop_at),
+             ("demo-whisper-draft", args.draft_steps, args.draft_stop_at))
+    for name, steps, stop_at in plans:
         if name not in chosen:
             continue
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
-                                    threads=args.threads, checkpoint_every=args.checkpoint_every)
+                                    threads=args.threads, checkpoint_every=args.checkpoint_every,
+                                    stop_at=stop_at)
         results[name] = train_whisper(name, config, tok, feats, rows, Path(args.out_dir) / name, _progress)
     print(json.dumps(results, indent=2))
     return 0
@@ -92,8 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="render speech, train the tokenizer, the target and the draft")
     train.add_argument("--out-dir", required=True, help="writes demo-whisper/ and demo-whisper-draft/ here")
     train.add_argument("--clips", type=int, default=10000, help="distinct training requests rendered")
-    train.add_argument("--target-steps", type=int, default=500)
-    train.add_argument("--draft-steps", type=int, default=500)
+    train.add_argument("--target-steps", type=int, default=400)
+    train.add_argument("--draft-steps", type=int, default=300)
+    train.add_argument("--target-stop-at", type=int, help="stop the target after N steps of its schedule")
+    train.add_argument("--draft-stop-at", type=int, help="stop the draft after N steps of its schedule")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=2e-3)
     train.add_argument("--seed", type=int, default=0)
