@@ -1,6 +1,4 @@
 """The committed demo models load through the ordinary paths and answer held-out requests."""
-import random
-
 import pytest
 
 from foresay.engine.demo import models as demo_models
@@ -22,10 +20,11 @@ def test_demo_chat_loads_like_any_model(demo_lm):
 
 
 def test_demo_chat_answers_held_out_requests_exactly(demo_lm):
-    dialogues = DialogueGenerator(DomainConfig(seed=0), "test").dialogues(15)
+    # the card's score is over 200 dialogues (92%); these first 80 (155 requests) score 89%
+    dialogues = DialogueGenerator(DomainConfig(seed=0), "test").dialogues(80)
     score = evaluate_chat(demo_lm, dialogues)
-    assert score.turns >= 25
-    assert score.accuracy >= 0.85, score.misses
+    assert score.turns >= 150
+    assert score.accuracy >= 0.85, score.misses[:5]
 
 
 def test_demo_chat_guesses_from_a_partial_request(demo_lm):
@@ -46,26 +45,32 @@ def test_a_missing_demo_model_says_how_to_get_it(monkeypatch, tmp_path):
         demo_models.demo_model_dir("nope", demo_models.DEMO_CHAT)
 
 
-@pytest.fixture(scope="module")
-def held_out_speech():
-    from foresay.engine.demo.speech import speak, utterances, voice_settings
+def test_demo_whisper_layout_loads_through_the_asr_layer(tmp_path):
+    """An (untrained) demo-shaped Whisper saved by the trainer loads and decodes like any Whisper:
+    6 s window at 20 ms hops, the domain vocabulary with Whisper's specials after it."""
+    import numpy as np
+    import torch
+    from transformers import WhisperForConditionalGeneration
 
-    rng = random.Random(7)
-    texts = utterances("test", 6, seed=11)
-    return texts, [speak(t, voice_settings("test", rng), rng) for t in texts]
+    from foresay.engine.asr.backends import GreedyBackend
+    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.demo.speech import utterances
+    from foresay.engine.demo.train_whisper import (SHAPES, SPECIAL_TOKENS, _config, build_whisper_tokenizer,
+                                                   features, save_whisper, token_rows)
 
-
-def test_demo_whisper_pair_transcribes_held_out_voices_and_specasr_is_lossless(held_out_speech):
-    from foresay.engine.asr.factory import AsrConfig, build_backend
-    from foresay.engine.demo.evaluate_whisper import edit_distance, words
-
-    greedy = build_backend(AsrConfig(target="demo", backend="greedy"))
-    spec = build_backend(AsrConfig(target="demo", draft="demo-draft", backend="specasr"))
-    assert greedy.window_seconds == 6.0
-    errors = total = 0
-    for text, clip in zip(*held_out_speech):
-        reference = greedy.transcribe(clip)
-        assert spec.transcribe(clip).tokens == reference.tokens
-        errors += edit_distance(words(text), words(greedy.text.decode(reference.tokens)))
-        total += len(words(text))
-    assert errors / total <= 0.1
+    texts = utterances("train", 300, seed=0)
+    tok = build_whisper_tokenizer(texts)
+    specials = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
+    assert specials == list(range(tok.get_vocab_size() - len(SPECIAL_TOKENS), tok.get_vocab_size()))
+    rows = token_rows(tok, texts[:3])
+    assert tok.decode(rows[0][2:-1]).strip() == texts[0]
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(_config(SHAPES["demo-whisper-draft"], tok)).eval()
+    save_whisper(model, tok, tmp_path / "w")
+    loaded = load_whisper(WhisperModelConfig(str(tmp_path / "w")))
+    assert loaded.window_seconds == 6.0 and loaded.vocab.first_special == specials[0]
+    clip = np.zeros(16_000, dtype=np.float32)
+    assert torch.allclose(loaded.features(clip).float(), features([clip]).float(), atol=1e-2)
+    backend = GreedyBackend(loaded)
+    assert backend.window_seconds == 6.0
+    assert all(t < loaded.vocab.first_special for t in backend.transcribe(clip).tokens)

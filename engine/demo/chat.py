@@ -33,10 +33,12 @@ def cmd_train(args) -> int:
     from foresay.engine.predgen.conversation import default_system_prompt
 
     config = ChatTrainConfig(seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                             warmup=args.warmup,
                              truncate_prob=args.truncate_prob, threads=args.threads, stop_at=args.stop_at,
                              checkpoint_every=args.checkpoint_every)
     stats = train_chat(config, Path(args.out), default_system_prompt(), _domain(args),
-                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+                       progress=lambda line: print(line, file=sys.stderr, flush=True),
+                       resume=Path(args.resume) if args.resume else None)
     print(json.dumps(stats, indent=2))
     return 0
 
@@ -76,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--steps", type=int, default=600)
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=3e-3)
+    train.add_argument("--warmup", type=int, default=40, help="linear warmup steps")
+    train.add_argument("--resume", metavar="FOLDER", help="continue training this model (and keep its "
+                       "tokenizer); pass another --data-seed so it sees new dialogues")
     train.add_argument("--truncate-prob", type=float, default=0.3,
                        help="share of dialogues whose last user turn is cut off")
     train.add_argument("--threads", type=int, default=2)

@@ -113,8 +113,11 @@ def _step_loss(model, prefix: torch.Tensor, ids, labels, mask) -> torch.Tensor:
 
 
 def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: DomainConfig,
-               progress=print) -> dict:
-    """Train the tokenizer and model, save both to `out`; returns the training statistics."""
+               progress=print, resume: Path | None = None) -> dict:
+    """Train the tokenizer and model, save both to `out`; returns the training statistics.
+
+    `resume`: continue training the model (and keep the tokenizer) saved in that folder; give the
+    domain another seed, so the continuation sees new dialogues (splits do not depend on it)."""
     from transformers import Qwen2ForCausalLM
 
     if config.threads:
@@ -123,8 +126,13 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     out.mkdir(parents=True, exist_ok=True)
-    tok = build_demo_tokenizer(system_prompt, config.seed)
-    tokenizer = save_chat_tokenizer(tok, out)
+    if resume is None:
+        tok = build_demo_tokenizer(system_prompt, config.seed)
+        tokenizer = save_chat_tokenizer(tok, out)
+    else:
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(resume)
+        tokenizer.save_pretrained(out)
     encoder = ChatEncoder(tokenizer, system_prompt)
     prefix = tokenizer.encode(tokenizer.apply_chat_template(
         [{"role": "system", "content": system_prompt}], tokenize=False), add_special_tokens=False)
@@ -132,7 +140,10 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
     dialogues = DialogueGenerator(domain, "train").dialogues(config.steps * config.batch_size)
     examples = encoder.training_examples(dialogues, config.truncate_prob, rng)
     _shared_prefix(examples, prefix)
-    model = Qwen2ForCausalLM(qwen2_config(DEMO_CHAT_SPEC, tok))
+    if resume is None:
+        model = Qwen2ForCausalLM(qwen2_config(DEMO_CHAT_SPEC, tok))
+    else:
+        model = Qwen2ForCausalLM.from_pretrained(resume, dtype=torch.float32)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
                                   betas=(0.9, 0.98))
@@ -170,4 +181,8 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
             save(step + 1)
     model.eval()
     stats = save(last)
+    if resume is not None:
+        earlier = json.loads((Path(resume) / "training.json").read_text())
+        stats["continued_from"] = earlier
+        (out / "training.json").write_text(json.dumps(stats, indent=2))
     return stats
