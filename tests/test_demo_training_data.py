@@ -61,3 +61,32 @@ def test_word_error_counting():
     assert edit_distance(["a", "b", "c"], ["a", "c"]) == 1
     assert edit_distance(["a", "b"], ["x", "a", "b", "y"]) == 2
     assert edit_distance([], ["a"]) == 1
+
+
+def test_trainers_run_and_save_loadable_models(tmp_path):
+    """Two steps each (a smoke run of the code path, not training): the saved folders load."""
+    import json
+
+    import numpy as np
+
+    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.demo.speech import SpeechSet
+    from foresay.engine.demo.train_chat import train_chat
+    from foresay.engine.demo.train_whisper import (WhisperTrainConfig, build_whisper_tokenizer, train_whisper,
+                                                   training_data)
+    from foresay.engine.llm import LLMConfig, load_llm
+
+    quiet = lambda line: None  # noqa: E731
+    stats = train_chat(ChatTrainConfig(steps=2, batch_size=2, warmup=1, checkpoint_every=1), tmp_path / "chat",
+                       default_system_prompt(), DomainConfig(), progress=quiet)
+    assert stats["steps_done"] == 2 and load_llm(LLMConfig(model=str(tmp_path / "chat"))).eos_ids
+
+    texts = ["What is 2 plus 2?", "Hello."]
+    tok = build_whisper_tokenizer(texts * 20)
+    rng = np.random.default_rng(0)
+    speech = SpeechSet(texts, [rng.standard_normal(16_000).astype(np.float32) * 0.1 for _ in texts], [])
+    feats, rows = training_data(tok, speech)
+    config = WhisperTrainConfig(steps=2, batch_size=2, warmup=1, threads=0)
+    train_whisper("demo-whisper-draft", config, tok, feats, rows, tmp_path / "draft", progress=quiet)
+    assert json.loads((tmp_path / "draft" / "training.json").read_text())["steps_done"] == 2
+    assert load_whisper(WhisperModelConfig(str(tmp_path / "draft"))).window_seconds == 6.0

@@ -64,6 +64,7 @@ class WhisperTrainConfig:
     warmup: int = 50
     threads: int = 2
     checkpoint_every: int = 0
+    ctc_weight: float = 0.5  # weight of an auxiliary CTC loss on the encoder (0: none), see below
     stop_at: int | None = None  # stop after this many steps of the schedule (reproduces a cut-short run)
 
     def __post_init__(self):
@@ -146,7 +147,13 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
     rng = random.Random(config.seed)
     model = WhisperForConditionalGeneration(_config(SHAPES[name], tok))
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    # From scratch, the decoder learns the domain's language model long before it learns to
+    # listen (it plateaus ignoring the audio). A CTC head on the encoder, used only in training,
+    # makes the encoder align with the text from the start; it is not saved.
+    ctc_head = torch.nn.Linear(SHAPES[name].d_model, tok.get_vocab_size() + 1)
+    blank = tok.get_vocab_size()
+    optimizer = torch.optim.AdamW([*model.parameters(), *ctc_head.parameters()], lr=config.lr,
+                                  weight_decay=0.01, betas=(0.9, 0.98))
     eot = tok.token_to_id("<|endoftext|>")
     order: list[int] = []
     losses = []
@@ -164,9 +171,18 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
         labels[:, 1] = -100  # <|notimestamps|> is forced, never predicted
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        logits = model(input_features=feats[batch].float(), decoder_input_ids=ids[:, :-1]).logits
+        result = model(input_features=feats[batch].float(), decoder_input_ids=ids[:, :-1])
+        logits = result.logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
                                                  ignore_index=-100)
+        if config.ctc_weight:
+            texts = [rows[i][2:-1] for i in batch]
+            log_probs = ctc_head(result.encoder_last_hidden_state).log_softmax(-1).transpose(0, 1)
+            ctc = torch.nn.functional.ctc_loss(
+                log_probs, torch.tensor([t for text in texts for t in text]),
+                torch.full((len(batch),), log_probs.shape[0], dtype=torch.long),
+                torch.tensor([len(text) for text in texts]), blank=blank, zero_infinity=True)
+            loss = loss + config.ctc_weight * ctc
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
