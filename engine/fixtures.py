@@ -97,8 +97,9 @@ def fixture_corpus(seed: int, n_lines: int = 3000) -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int, seed: int):
-    """Train a byte-level BPE tokenizer with Qwen2's normalizer and pre-tokenizer."""
+def build_tokenizer(vocab_size: int, seed: int, corpus: list[str] | None = None):
+    """Train a byte-level BPE tokenizer with Qwen2's normalizer and pre-tokenizer on `corpus`
+    (default: the fixtures' pseudo-English lines drawn from `seed`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
@@ -111,7 +112,7 @@ def build_tokenizer(vocab_size: int, seed: int):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(fixture_corpus(seed), trainer=trainer)
+    tok.train_from_iterator(fixture_corpus(seed) if corpus is None else corpus, trainer=trainer)
     return tok
 
 
@@ -142,18 +143,23 @@ def ensure_fixture(name: str, seed: int = 0) -> Path:
     return target
 
 
-def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
-    import torch
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+def save_chat_tokenizer(tok, out: Path):
+    """Save a trained `tokenizers.Tokenizer` as a transformers chat tokenizer (Qwen's template)."""
+    from transformers import PreTrainedTokenizerFast
 
-    tok = build_tokenizer(min(spec.vocab_size, TOKENIZER_VOCAB_LIMIT), seed)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         additional_special_tokens=["<|im_start|>", "<|im_end|>"])
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
+    return fast
 
-    config = Qwen2Config(
+
+def qwen2_config(spec: FixtureSpec, tok):
+    """A Qwen2 config of `spec`'s shape whose special ids are `tok`'s."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
@@ -161,6 +167,15 @@ def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
         tie_word_embeddings=False, rope_theta=10000.0,
         bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"),
         pad_token_id=tok.token_to_id("<|endoftext|>"))
+
+
+def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    tok = build_tokenizer(min(spec.vocab_size, TOKENIZER_VOCAB_LIMIT), seed)
+    save_chat_tokenizer(tok, out)
+    config = qwen2_config(spec, tok)
     if spec.weights_on_disk:
         torch.manual_seed(seed)
         Qwen2ForCausalLM(config).eval().save_pretrained(out)

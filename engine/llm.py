@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.fixtures import FIXTURES, ensure_fixture, random_init_model
 
@@ -26,8 +27,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 class LLMConfig:
     """How to load the chat model.
 
-    model: a hub id (e.g. "Qwen/Qwen2.5-7B-Instruct"), a local folder, or a built-in fixture name
-        ("tiny-random", "small-random").
+    model: a hub id (e.g. "Qwen/Qwen2.5-7B-Instruct"), a local folder, a built-in fixture name
+        ("tiny-random", "small-random") or "demo" (the small chat model trained in-house).
     device: "auto" (CUDA if available, else CPU), "cpu", "cuda", "cuda:N" or "mps".
     dtype: "auto" (bfloat16 on CUDA where supported, else float16 there; float32 on CPU), or a name.
     max_context: tokens the conversation may occupy; None takes the model's own limit (capped).
@@ -86,9 +87,12 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 def resolve_model_path(config: LLMConfig) -> str:
-    """A fixture name becomes its built folder; folders and hub ids pass through, checked."""
+    """A fixture name becomes its built folder, a demo model name its shipped folder; folders and
+    hub ids pass through, checked."""
     if config.model in FIXTURES:
         return str(ensure_fixture(config.model, config.seed))
+    if config.model in DEMO_CHAT:
+        return str(demo_model_dir(config.model, DEMO_CHAT))
     path = Path(config.model).expanduser()
     if path.exists():
         if not (path / "config.json").exists():
@@ -100,7 +104,7 @@ def resolve_model_path(config: LLMConfig) -> str:
 
 
 def _offline_hint(model: str) -> str:
-    fixtures = ", ".join(FIXTURES)
+    fixtures = ", ".join([*FIXTURES, "demo"])
     return (f"model {model!r} is not in the local cache and the hub cannot be reached "
             f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). Download it once with a network "
             f"connection (`huggingface-cli download {model}`), pass a local folder, or use a built-in "

@@ -4,9 +4,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from asr_support import asr_fixture_root, whisper_models  # noqa: E402,F401  (shared ASR fixtures)
-
 import pytest  # noqa: E402
+from asr_support import asr_fixture_root, whisper_models  # noqa: E402,F401  (shared ASR fixtures)
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +31,4 @@ def load_fixture_lm(fixture_dir):
 @pytest.fixture(scope="session")
 def tiny_lm(load_fixture_lm):
     return load_fixture_lm("tiny-random")
+

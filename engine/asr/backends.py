@@ -95,6 +95,7 @@ class GreedyBackend(AsrBackend):
     def __init__(self, target: LoadedWhisper, limits: DecodeLimits = DecodeLimits()) -> None:
         self.target = target
         self.limits = limits
+        self.window_seconds = target.window_seconds
         self.text = WhisperText(target.tokenizer, target.vocab.first_special)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
@@ -111,6 +112,7 @@ class SpecAsrBackend(AsrBackend):
                  limits: DecodeLimits = DecodeLimits()) -> None:
         target.vocab.check_same(draft.vocab)
         self.target, self.draft, self.config, self.limits = target, draft, config, limits
+        self.window_seconds = min(target.window_seconds, draft.window_seconds)
         self.text = WhisperText(target.tokenizer, target.vocab.first_special)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:

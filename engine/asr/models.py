@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.fixtures import fixture_folder, is_fixture
 from foresay.engine.asr.vocab import SuppressionRules, WhisperVocab
+from foresay.engine.demo.models import DEMO_WHISPER, demo_model_dir
 from foresay.engine.errors import ModelUnavailable
 
 SAMPLE_RATE = 16_000
@@ -22,7 +23,8 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 @dataclass(frozen=True)
 class WhisperModelConfig:
     """Which Whisper to load and how."""
-    name: str  # hub id (openai/whisper-tiny.en), local folder, or fixture (tiny-random, tiny-random-draft)
+    name: str  # hub id (openai/whisper-tiny.en), local folder, fixture (tiny-random, tiny-random-draft)
+    #            or demo model (demo, demo-draft: trained in-house on espeak-ng speech)
     device: str = "cpu"  # torch device string
     dtype: str = "float32"  # float32 | float16 | bfloat16
     attention: str = "sdpa"  # eager | sdpa (both take the tree verifier's additive mask)
@@ -55,15 +57,22 @@ class LoadedWhisper:
     def max_positions(self) -> int:
         return int(self.model.config.max_target_positions)
 
+    @property
+    def window_seconds(self) -> float:
+        """The audio one encoder pass covers (30 s for OpenAI's models; shorter for demo models)."""
+        frames = 2 * int(self.model.config.max_source_positions)
+        return frames * self.feature_extractor.hop_length / SAMPLE_RATE
+
     def features(self, audio: np.ndarray) -> torch.Tensor:
-        """Log-mel features of up to 30 s of 16 kHz mono audio, padded to the full window."""
+        """Log-mel features of up to one window (30 s for OpenAI's models) of 16 kHz mono audio,
+        padded to the full window."""
         audio = check_audio(audio)
-        if len(audio) > WINDOW_SECONDS * SAMPLE_RATE:
-            raise InvalidAudio(f"{len(audio) / SAMPLE_RATE:.1f} s of audio does not fit Whisper's "
-                               f"{WINDOW_SECONDS:.0f} s window; the streaming transcriber trims it")
+        if len(audio) > self.window_seconds * SAMPLE_RATE:
+            raise InvalidAudio(f"{len(audio) / SAMPLE_RATE:.1f} s of audio does not fit this Whisper's "
+                               f"{self.window_seconds:g} s window; the streaming transcriber trims it")
         frames = 2 * int(self.model.config.max_source_positions)
         out = self.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt",
-                                     padding="max_length", max_length=frames * 160)
+                                     padding="max_length", max_length=frames * self.feature_extractor.hop_length)
         return out.input_features.to(self.device, self.model.dtype)
 
     @torch.inference_mode()
@@ -85,6 +94,8 @@ def check_audio(audio) -> np.ndarray:
 def resolve_folder(config: WhisperModelConfig) -> Path:
     if is_fixture(config.name):
         return fixture_folder(config.name, config.fixture_root)
+    if config.name in DEMO_WHISPER:
+        return demo_model_dir(config.name, DEMO_WHISPER)
     path = Path(config.name).expanduser()
     if path.is_dir():
         return path

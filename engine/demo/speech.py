@@ -1,0 +1,149 @@
+"""Demo requests spoken by espeak-ng in many voice settings, cached as Whisper features.
+
+Training voices and test voices differ: the test split uses a voice variant no training clip
+uses, at speaking rates and pitches between the training ones. A little white noise at a random
+level is mixed into every clip. Rendered clips are cached under the user cache (never committed):
+one `.npz` shard per (split, settings, count), so a second training run starts at once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from foresay.engine.demo.dialogues import SPLITS, DialogueGenerator, DomainConfig
+from foresay.engine.errors import ForesayError
+
+SAMPLE_RATE = 16_000
+SPEECH_CACHE_VERSION = 2  # bump whenever the generator or the rendering changes
+BASE_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029", "en-gb-x-rp", "en-us-nyc")
+TRAIN_VARIANTS = ("", "+m3", "+f3", "+m5", "+f2", "+klatt", "+m7", "+f5")
+TRAIN_RATES = (145, 160, 175, 190, 205)
+TRAIN_PITCHES = (30, 45, 60, 75)
+# Held out: a voice variant never used in training, rates and pitches between the training ones.
+TEST_VARIANTS = ("+f4", "+m2")
+TEST_RATES = (152, 168, 183, 198)
+TEST_PITCHES = (38, 52, 67)
+
+
+@dataclass(frozen=True)
+class VoiceSetting:
+    voice: str   # espeak-ng voice, optionally with a +variant
+    rate: int    # words per minute
+    pitch: int   # 0..99
+    noise: float  # white-noise amplitude relative to the clip's peak
+
+    def arguments(self) -> list[str]:
+        return ["-v", self.voice, "-s", str(self.rate), "-p", str(self.pitch)]
+
+
+def voice_settings(split: str, rng: random.Random) -> VoiceSetting:
+    """A random voice setting of `split` (val shares the test split's held-out settings)."""
+    held_out = split != "train"
+    variant = rng.choice(TEST_VARIANTS if held_out else TRAIN_VARIANTS)
+    return VoiceSetting(rng.choice(BASE_VOICES) + variant,
+                        rng.choice(TEST_RATES if held_out else TRAIN_RATES),
+                        rng.choice(TEST_PITCHES if held_out else TRAIN_PITCHES),
+                        noise=rng.uniform(0.0, 0.02))
+
+
+def speak(text: str, setting: VoiceSetting, rng: random.Random, executable: str = "espeak-ng") -> np.ndarray:
+    """16 kHz float32 samples of `text` in `setting`, with its noise mixed in."""
+    import soxr
+
+    try:
+        done = subprocess.run([executable, *setting.arguments(), "--stdout", text],
+                              capture_output=True, check=True, timeout=30)
+    except FileNotFoundError:
+        raise ForesayError(f"{executable} is not installed; the demo speech data needs espeak-ng") from None
+    except subprocess.CalledProcessError as exc:
+        raise ForesayError(f"espeak-ng failed for voice {setting.voice!r}: "
+                           f"{exc.stderr.decode(errors='replace').strip()}") from None
+    raw = done.stdout
+    rate = int.from_bytes(raw[24:28], "little")
+    samples = np.frombuffer(raw[44:], dtype=np.int16).astype(np.float32) / 32768.0
+    samples = soxr.resample(samples, rate, SAMPLE_RATE).astype(np.float32)
+    peak = float(np.abs(samples).max()) or 1.0
+    noise = np.random.default_rng(rng.getrandbits(32)).standard_normal(len(samples)).astype(np.float32)
+    return samples + noise * setting.noise * peak
+
+
+def utterances(split: str, count: int, seed: int) -> list[str]:
+    """`count` distinct user requests of `split` (with their fillers), in a seeded order."""
+    generator = DialogueGenerator(DomainConfig(seed=seed), split)
+    seen: dict[str, None] = {}
+    for _ in range(50 * count):
+        for turn in generator.dialogue().turns:
+            seen.setdefault(turn.user, None)
+        if len(seen) >= count:
+            break
+    return list(seen)[:count]
+
+
+def speech_cache_dir() -> Path:
+    from platformdirs import user_cache_dir
+    root = os.environ.get("FORESAY_DEMO_SPEECH_DIR") or Path(user_cache_dir("foresay")) / "demo-speech"
+    return Path(root)
+
+
+@dataclass(frozen=True)
+class SpeechSet:
+    texts: list[str]
+    audio: list[np.ndarray]
+    settings: list[VoiceSetting]
+
+
+def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None, progress=None) -> SpeechSet:
+    """Rendered requests of `split`, from the cache when present."""
+    if split not in SPLITS:
+        raise ForesayError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    key = hashlib.sha256(json.dumps([SPEECH_CACHE_VERSION, split, count, seed, BASE_VOICES, TRAIN_VARIANTS,
+                                     TEST_VARIANTS]).encode()).hexdigest()[:16]
+    path = (cache or speech_cache_dir()) / f"{split}-{count}-{key}.npz"
+    if path.exists():
+        data = np.load(path, allow_pickle=False)
+        samples = data["samples"]  # every access to an npz member reads it again: once only
+        bounds = np.concatenate([[0], np.cumsum(data["lengths"])])
+        audio = [samples[a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
+        settings = [VoiceSetting(**s) for s in json.loads(str(data["settings"]))]
+        return SpeechSet(json.loads(str(data["texts"])), audio, settings)
+    rng = random.Random(f"speech:{seed}:{split}")
+    texts = utterances(split, count, seed)
+    audio, settings = [], []
+    for i, text in enumerate(texts):
+        setting = voice_settings(split, rng)
+        audio.append(speak(text, setting, rng))
+        settings.append(setting)
+        if progress and (i + 1) % 500 == 0:
+            progress(f"rendered {i + 1}/{len(texts)} {split} clips")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    samples = np.concatenate([np.clip(a, -1, 1) for a in audio]) * 32767.0
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, samples=samples.astype(np.int16), lengths=np.array([len(a) for a in audio]),
+             texts=json.dumps(texts), settings=json.dumps([asdict(s) for s in settings]))
+    os.replace(tmp, path)
+    return SpeechSet(texts, audio, settings)
+
+
+def write_wavs(speech: SpeechSet, folder: Path) -> list[Path]:
+    """The clips as 16-bit WAV files (for `foresay bench asr --audio`), with a transcripts.json."""
+    import wave
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, clip in enumerate(speech.audio):
+        path = folder / f"{i:04d}.wav"
+        with wave.open(str(path), "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(SAMPLE_RATE)
+            wav.writeframes((np.clip(clip, -1, 1) * 32767).astype(np.int16).tobytes())
+        paths.append(path)
+    (folder / "transcripts.json").write_text(json.dumps({p.name: t for p, t in zip(paths, speech.texts)}, indent=1))
+    return paths

@@ -1,0 +1,230 @@
+"""Train the demo Whisper pair (a target and a smaller draft with one tokenizer) on espeak-ng speech.
+
+Both models read a 6 s window at 20 ms mel hops (the demo's requests last 1 to 5 s), which keeps
+the encoder short enough to train on a CPU. They share a byte-level BPE vocabulary trained on the
+domain's requests, followed by Whisper's special tokens (no timestamp tokens: Foresay decodes
+without them), so `foresay.engine.asr` loads them like any English-only Whisper.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from foresay.engine.demo.cli import check_schedule
+from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
+from foresay.engine.errors import ForesayError
+
+WINDOW_SECONDS = 6
+HOP_LENGTH = 320
+MEL_BINS = 80
+VOCAB_SIZE = 1024
+# Whisper's special tokens Foresay's decoders use, after the text vocabulary (eot first).
+SPECIAL_TOKENS = ("<|endoftext|>", "<|startoftranscript|>", "<|translate|>", "<|transcribe|>",
+                  "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>")
+
+
+@dataclass(frozen=True)
+class WhisperShape:
+    """Width and depth of a demo Whisper."""
+    d_model: int
+    encoder_layers: int
+    decoder_layers: int
+    heads: int
+    ffn: int
+    max_target_positions: int = 128
+
+
+SHAPES = {
+    "demo-whisper": WhisperShape(d_model=160, encoder_layers=3, decoder_layers=2, heads=4, ffn=640),
+    "demo-whisper-draft": WhisperShape(d_model=96, encoder_layers=2, decoder_layers=1, heads=4, ffn=384),
+}
+
+
+@dataclass(frozen=True)
+class WhisperTrainConfig:
+    """How one demo Whisper is trained.
+
+    seed: init and batch order. steps / batch_size: optimizer steps and clips per step.
+    lr: peak AdamW learning rate (warmup over `warmup` steps, cosine decay to 5%).
+    threads: torch CPU threads (0: torch's default).
+    checkpoint_every: also save the model every that many steps (0: only at the end), so a run on
+        a busy machine can be cut short; its training.json says how many steps it had done.
+    """
+    seed: int = 0
+    steps: int = 600
+    batch_size: int = 32
+    lr: float = 2e-3
+    warmup: int = 50
+    threads: int = 2
+    checkpoint_every: int = 0
+    ctc_weight: float = 0.5  # weight of an auxiliary CTC loss on the encoder (0: none), see below
+    stop_at: int | None = None  # stop after this many steps of the schedule (reproduces a cut-short run)
+
+    def __post_init__(self):
+        check_schedule("whisper training", self.steps, self.batch_size, self.warmup, self.lr)
+        if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
+            raise ForesayError("whisper training: stop_at must lie in 1..steps")
+
+
+def build_whisper_tokenizer(texts: list[str]):
+    """Byte-level BPE over the requests (each with Whisper's leading space), specials appended."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE - len(SPECIAL_TOKENS), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([" " + t for t in texts], trainer=trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return tok
+
+
+def feature_extractor():
+    from transformers import WhisperFeatureExtractor
+    return WhisperFeatureExtractor(feature_size=MEL_BINS, hop_length=HOP_LENGTH, chunk_length=WINDOW_SECONDS)
+
+
+def features(audio: list[np.ndarray], batch: int = 256) -> torch.Tensor:
+    """Log-mel features [n, mels, frames] (float16 to halve memory), as `LoadedWhisper` computes them."""
+    extractor = feature_extractor()
+    samples = WINDOW_SECONDS * SAMPLE_RATE
+    out = []
+    for at in range(0, len(audio), batch):
+        clips = [a[:samples] for a in audio[at:at + batch]]
+        feats = extractor(clips, sampling_rate=SAMPLE_RATE, return_tensors="pt", padding="max_length",
+                          max_length=samples).input_features
+        out.append(feats.to(torch.float16))
+    return torch.cat(out)
+
+
+def _config(shape: WhisperShape, tok):
+    from transformers import WhisperConfig
+
+    ids = tok.get_vocab()
+    return WhisperConfig(
+        vocab_size=tok.get_vocab_size(), num_mel_bins=MEL_BINS, d_model=shape.d_model,
+        encoder_layers=shape.encoder_layers, decoder_layers=shape.decoder_layers,
+        encoder_attention_heads=shape.heads, decoder_attention_heads=shape.heads,
+        encoder_ffn_dim=shape.ffn, decoder_ffn_dim=shape.ffn,
+        max_source_positions=WINDOW_SECONDS * SAMPLE_RATE // HOP_LENGTH // 2,
+        max_target_positions=shape.max_target_positions,
+        pad_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|endoftext|>"], decoder_start_token_id=ids["<|startoftranscript|>"],
+        suppress_tokens=[], begin_suppress_tokens=[ids["Ġ"], ids["<|endoftext|>"]])
+
+
+def token_rows(tok, texts: list[str]) -> list[list[int]]:
+    """[start of transcript, no timestamps, text..., end of text] per request."""
+    ids = tok.get_vocab()
+    head = [ids["<|startoftranscript|>"], ids["<|notimestamps|>"]]
+    return [head + tok.encode(" " + t, add_special_tokens=False).ids + [ids["<|endoftext|>"]] for t in texts]
+
+
+def _lr_at(step: int, config: WhisperTrainConfig) -> float:
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return config.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tensor, rows: list[list[int]],
+                  out: Path, progress=print) -> dict:
+    """Train demo Whisper `name` (a key of SHAPES) on precomputed features; save it to `out`."""
+    from transformers import WhisperForConditionalGeneration
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    model = WhisperForConditionalGeneration(_config(SHAPES[name], tok))
+    model.train()
+    # From scratch, the decoder learns the domain's language model long before it learns to
+    # listen (it plateaus ignoring the audio). A CTC head on the encoder, used only in training,
+    # makes the encoder align with the text from the start; it is not saved.
+    ctc_head = torch.nn.Linear(SHAPES[name].d_model, tok.get_vocab_size() + 1)
+    blank = tok.get_vocab_size()
+    optimizer = torch.optim.AdamW([*model.parameters(), *ctc_head.parameters()], lr=config.lr,
+                                  weight_decay=0.01, betas=(0.9, 0.98))
+    eot = tok.token_to_id("<|endoftext|>")
+    order: list[int] = []
+    losses = []
+    last = config.stop_at or config.steps
+    for step in range(last):
+        if len(order) < config.batch_size:
+            order += rng.sample(range(len(rows)), len(rows))
+        batch, order = order[:config.batch_size], order[config.batch_size:]
+        width = max(len(rows[i]) for i in batch)
+        ids = torch.full((len(batch), width), eot, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        for r, i in enumerate(batch):
+            ids[r, :len(rows[i])] = torch.tensor(rows[i])
+            labels[r, 1:len(rows[i])] = torch.tensor(rows[i][1:])
+        labels[:, 1] = -100  # <|notimestamps|> is forced, never predicted
+        for group in optimizer.param_groups:
+            group["lr"] = _lr_at(step, config)
+        result = model(input_features=feats[batch].float(), decoder_input_ids=ids[:, :-1])
+        logits = result.logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                                                 ignore_index=-100)
+        if config.ctc_weight:
+            texts = [rows[i][2:-1] for i in batch]
+            log_probs = ctc_head(result.encoder_last_hidden_state).log_softmax(-1).transpose(0, 1)
+            ctc = torch.nn.functional.ctc_loss(
+                log_probs, torch.tensor([t for text in texts for t in text]),
+                torch.full((len(batch),), log_probs.shape[0], dtype=torch.long),
+                torch.tensor([len(text) for text in texts]), blank=blank, zero_infinity=True)
+            loss = loss + config.ctc_weight * ctc
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        if (step + 1) % 25 == 0 or step + 1 == last:
+            progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f}  "
+                     f"{time.perf_counter() - started:.0f} s")
+        if step + 1 == last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
+            stats = _save(name, model, tok, out, config, step + 1, len(rows), losses, started)
+    return stats
+
+
+def _save(name, model, tok, out: Path, config: WhisperTrainConfig, steps_done: int, clips: int, losses,
+          started: float) -> dict:
+    model.eval()
+    save_whisper(model, tok, out)
+    model.train()
+    stats = {"name": name, "shape": asdict(SHAPES[name]), "config": asdict(config),
+             "parameters": sum(p.numel() for p in model.parameters()), "train_clips": clips,
+             "steps_done": steps_done, "final_loss": float(np.mean(losses[-25:])),
+             "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
+    (out / "training.json").write_text(json.dumps(stats, indent=2))
+    return stats
+
+
+def save_whisper(model, tok, out: Path) -> None:
+    """Weights in float16 (half the size; decoding loads them as float32), tokenizer, generation
+    config and feature extractor, laid out as `foresay.engine.asr.models.load_whisper` reads them."""
+    ids = tok.get_vocab()
+    out.mkdir(parents=True, exist_ok=True)
+    generation = model.generation_config
+    generation.suppress_tokens = []
+    generation.begin_suppress_tokens = [ids["Ġ"], ids["<|endoftext|>"]]
+    generation.decoder_start_token_id = ids["<|startoftranscript|>"]
+    generation.no_timestamps_token_id = ids["<|notimestamps|>"]
+    generation.is_multilingual = False
+    model.to(torch.float16).save_pretrained(out)
+    model.to(torch.float32)
+    tok.save(str(out / "tokenizer.json"))
+    feature_extractor().save_pretrained(out)
+
+
+def training_data(tok, speech: SpeechSet) -> tuple[torch.Tensor, list[list[int]]]:
+    return features(speech.audio), token_rows(tok, speech.texts)

@@ -1,0 +1,92 @@
+"""The demo models' training data matches what the runtime feeds them (no training here)."""
+import random
+
+import pytest
+
+from foresay.engine.demo.chat_data import IGNORE, ChatEncoder
+from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
+from foresay.engine.demo.evaluate_whisper import edit_distance, words
+from foresay.engine.demo.train_chat import ChatTrainConfig, build_demo_tokenizer
+from foresay.engine.errors import ForesayError
+from foresay.engine.fixtures import save_chat_tokenizer
+from foresay.engine.predgen.conversation import default_system_prompt
+
+
+@pytest.fixture(scope="module")
+def chat_tokenizer(tmp_path_factory):
+    tok = build_demo_tokenizer(default_system_prompt(), seed=0)
+    return save_chat_tokenizer(tok, tmp_path_factory.mktemp("demo-tok"))
+
+
+def test_training_sequences_are_the_rendered_chat_template(chat_tokenizer):
+    encoder = ChatEncoder(chat_tokenizer, default_system_prompt())
+    for dialogue in DialogueGenerator(DomainConfig(seed=5), "train").dialogues(30):
+        example = encoder.encode(dialogue)
+        full = chat_tokenizer.apply_chat_template(encoder.messages(dialogue), tokenize=False)
+        assert example.ids == chat_tokenizer.encode(full, add_special_tokens=False)
+        # the loss covers exactly the replies, each closed by <|im_end|>
+        taken = [i for i, label in zip(example.ids, example.labels) if label != IGNORE]
+        replies = [chat_tokenizer.encode(t.reply, add_special_tokens=False) + [encoder.end]
+                   for t in dialogue.turns]
+        assert taken == [i for reply in replies for i in reply]
+
+
+def test_the_system_prompt_is_few_tokens_and_ids_match_the_llm_layer_prompt(chat_tokenizer):
+    system = chat_tokenizer.apply_chat_template(
+        [{"role": "system", "content": default_system_prompt()}], tokenize=False)
+    assert len(chat_tokenizer.encode(system, add_special_tokens=False)) < 100
+
+
+def test_truncated_last_turns_keep_the_full_reply(chat_tokenizer):
+    encoder = ChatEncoder(chat_tokenizer, default_system_prompt())
+    dialogues = DialogueGenerator(DomainConfig(seed=1, max_turns=1), "train").dialogues(40)
+    cut = encoder.training_examples(dialogues, truncate_prob=1.0, rng=random.Random(0))
+    whole = encoder.training_examples(dialogues, truncate_prob=0.0, rng=random.Random(0))
+    shorter = sum(len(c.ids) < len(w.ids) for c, w in zip(cut, whole))
+    assert shorter >= 35  # one-word requests cannot be cut
+    for c, w in zip(cut, whole):
+        assert [i for i, l in zip(c.ids, c.labels) if l != IGNORE] == \
+               [i for i, l in zip(w.ids, w.labels) if l != IGNORE]
+
+
+def test_training_config_is_validated():
+    with pytest.raises(ForesayError, match="truncate_prob"):
+        ChatTrainConfig(truncate_prob=2)
+    with pytest.raises(ForesayError, match="steps"):
+        ChatTrainConfig(steps=0)
+
+
+def test_word_error_counting():
+    assert words("Hey Foresay, what's 7 plus 5?") == ["hey", "foresay", "what's", "7", "plus", "5"]
+    assert edit_distance(["a", "b", "c"], ["a", "c"]) == 1
+    assert edit_distance(["a", "b"], ["x", "a", "b", "y"]) == 2
+    assert edit_distance([], ["a"]) == 1
+
+
+def test_trainers_run_and_save_loadable_models(tmp_path):
+    """Two steps each (a smoke run of the code path, not training): the saved folders load."""
+    import json
+
+    import numpy as np
+
+    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.demo.speech import SpeechSet
+    from foresay.engine.demo.train_chat import train_chat
+    from foresay.engine.demo.train_whisper import (WhisperTrainConfig, build_whisper_tokenizer, train_whisper,
+                                                   training_data)
+    from foresay.engine.llm import LLMConfig, load_llm
+
+    quiet = lambda line: None  # noqa: E731
+    stats = train_chat(ChatTrainConfig(steps=2, batch_size=2, warmup=1, checkpoint_every=1), tmp_path / "chat",
+                       default_system_prompt(), DomainConfig(), progress=quiet)
+    assert stats["steps_done"] == 2 and load_llm(LLMConfig(model=str(tmp_path / "chat"))).eos_ids
+
+    texts = ["What is 2 plus 2?", "Hello."]
+    tok = build_whisper_tokenizer(texts * 20)
+    rng = np.random.default_rng(0)
+    speech = SpeechSet(texts, [rng.standard_normal(16_000).astype(np.float32) * 0.1 for _ in texts], [])
+    feats, rows = training_data(tok, speech)
+    config = WhisperTrainConfig(steps=2, batch_size=2, warmup=1, threads=0)
+    train_whisper("demo-whisper-draft", config, tok, feats, rows, tmp_path / "draft", progress=quiet)
+    assert json.loads((tmp_path / "draft" / "training.json").read_text())["steps_done"] == 2
+    assert load_whisper(WhisperModelConfig(str(tmp_path / "draft"))).window_seconds == 6.0
