@@ -20,7 +20,7 @@ STREAM_SENTENCE = ("please book a table for two at the italian place near the st
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("asr", help="ASR: greedy vs speculative vs SpecASR, streaming delays")
-    parser.add_argument("--target", default="tiny-random", help="target Whisper: hub id, folder or fixture")
+    parser.add_argument("--target", default="tiny-random", help="target Whisper: hub id, folder, fixture or demo")
     parser.add_argument("--draft", default="tiny-random-draft", help="draft Whisper sharing the target's vocabulary")
     parser.add_argument("--audio", type=Path, help="a WAV file or a folder of them (default: a built-in clip)")
     parser.add_argument("--hop-ms", type=int, default=250, help="streaming hop")

@@ -270,7 +270,7 @@ def register(benches) -> None:
     p = benches.add_parser("predgen", help="PredGen latency benchmark (the paper's protocol)",
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="small-random",
-                   help="hub id, folder or built-in model (tiny-random, small-random)")
+                   help="hub id, folder or built-in model (tiny-random, small-random, demo)")
     p.add_argument("--prompts", help="JSONL with `turns` (MT-Bench style) or `prompt` per line "
                    "(default: built-in spoken-style prompts)")
     p.add_argument("--limit", type=int, help="use the first N prompts")

@@ -54,6 +54,8 @@ def test_training_config_is_validated():
         ChatTrainConfig(truncate_prob=2)
     with pytest.raises(ForesayError, match="steps"):
         ChatTrainConfig(steps=0)
+    with pytest.raises(ForesayError, match="stop_at"):
+        ChatTrainConfig(steps=10, stop_at=11)
 
 
 def test_word_error_counting():

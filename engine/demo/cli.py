@@ -20,9 +20,14 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None, positive: tuple
         return 2
 
 
-def check_schedule(what: str, steps: int, batch_size: int, warmup: int, lr: float) -> None:
-    """A training schedule's numbers, checked with a message naming the trainer."""
-    if steps < 1 or batch_size < 1 or warmup < 0:
+def check_schedule(what: str, config) -> None:
+    """A training config's schedule (steps, batch_size, warmup, lr, stop_at, checkpoint_every),
+    checked with messages naming the trainer."""
+    if config.steps < 1 or config.batch_size < 1 or config.warmup < 0:
         raise ForesayError(f"{what}: steps and batch_size must be >= 1, warmup >= 0")
-    if not 0 < lr < 1:
+    if not 0 < config.lr < 1:
         raise ForesayError(f"{what}: lr must lie in (0, 1)")
+    if config.stop_at is not None and not 1 <= config.stop_at <= config.steps:
+        raise ForesayError(f"{what}: stop_at must lie in 1..steps")
+    if config.checkpoint_every < 0:
+        raise ForesayError(f"{what}: checkpoint_every must be >= 0")

@@ -56,11 +56,7 @@ class ChatTrainConfig:
     checkpoint_every: int = 0
 
     def __post_init__(self):
-        check_schedule("chat training", self.steps, self.batch_size, self.warmup, self.lr)
-        if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
-            raise ForesayError("chat training: stop_at must lie in 1..steps")
-        if self.checkpoint_every < 0:
-            raise ForesayError("chat training: checkpoint_every must be >= 0")
+        check_schedule("chat training", self)
         if not 0 <= self.truncate_prob <= 1:
             raise ForesayError("chat training: truncate_prob must lie in [0, 1]")
 

@@ -19,7 +19,6 @@ import torch
 
 from foresay.engine.demo.cli import check_schedule
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
-from foresay.engine.errors import ForesayError
 
 WINDOW_SECONDS = 6
 HOP_LENGTH = 320
@@ -68,9 +67,7 @@ class WhisperTrainConfig:
     stop_at: int | None = None  # stop after this many steps of the schedule (reproduces a cut-short run)
 
     def __post_init__(self):
-        check_schedule("whisper training", self.steps, self.batch_size, self.warmup, self.lr)
-        if self.stop_at is not None and not 1 <= self.stop_at <= self.steps:
-            raise ForesayError("whisper training: stop_at must lie in 1..steps")
+        check_schedule("whisper training", self)
 
 
 def build_whisper_tokenizer(texts: list[str]):
