@@ -77,9 +77,8 @@ def hub_downloads(settings: Settings) -> list[HubDownload]:
 
 
 def offline_profiles() -> list[str]:
-    """The profiles that need no download, as this build has them ("demo" only where it exists)."""
-    names = [p for p in ("demo", *OFFLINE_PROFILES) if p in PROFILES]
-    return list(dict.fromkeys(names))
+    """The profiles that need no download (config.OFFLINE_PROFILES, as this build has them)."""
+    return [p for p in OFFLINE_PROFILES if p in PROFILES]
 
 
 def offline_hint() -> str:
