@@ -39,6 +39,14 @@ install_system_packages() {
 python=${PYTHON:-python3}
 venv=.venv
 
+# CI also builds and checks the packaged app (tests/test_packaging_bundle.py, ~4 min); a local
+# test run does so when FORESAY_BUILD_BUNDLE=1.
+if [ "$mode" = test ] && [ "${CI:-}" = true ]; then
+  export FORESAY_BUILD_BUNDLE=${FORESAY_BUILD_BUNDLE:-1}
+fi
+extras=dev
+[ "${FORESAY_BUILD_BUNDLE:-}" = 1 ] && extras=dev,package
+
 install_python_packages() {
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   local pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
@@ -47,9 +55,9 @@ install_python_packages() {
   "$venv/bin/python" -c "import torch" 2>/dev/null || "${pip[@]}" install "${FORESAY_TORCH:-torch==2.13.0}"
   local stamp="$venv/.foresay-installed"
   local want
-  want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+  want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    "${pip[@]}" install -e ".[dev]"
+    "${pip[@]}" install -e ".[$extras]"
     echo "$want" > "$stamp"
   fi
 }
