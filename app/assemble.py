@@ -55,13 +55,12 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     from foresay.engine.predgen.verifiers import make_verifier
     from foresay.engine.tts.factory import build_engine
 
-    def tell(step: int, label: str) -> None:
-        for observer in observers:
-            observer(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
-
     def publish(event: Event) -> None:
         for observer in observers:
             observer(event)
+
+    def tell(step: int, label: str) -> None:
+        publish(LoadProgress(0, 0.0, "pipeline", label, step, len(LOAD_STEPS)))
 
     share_cores(settings)
     loop = asyncio.get_running_loop()  # first run: fetch hub models; progress comes from a worker
@@ -100,6 +99,5 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")
-    for observer in observers:
-        observer(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {settings.llm.model}", "info"))
+    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {settings.llm.model}", "info"))
     return pipeline

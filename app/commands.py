@@ -132,10 +132,9 @@ async def _live(settings: Settings) -> int:
     from foresay.audio.playback import DeviceSink
 
     # Devices first: a missing microphone is reported before minutes of model loading.
-    resolve_device(settings.audio.device(settings.audio.input_device), "input")
-    resolve_device(settings.audio.device(settings.audio.output_device), "output")
-    mic = replace(settings.audio.mic, device=settings.audio.device(settings.audio.input_device))
-    playback = replace(settings.audio.playback, device=settings.audio.device(settings.audio.output_device))
+    mic, playback = settings.audio.mic_config(), settings.audio.playback_config()
+    resolve_device(mic.device, "input")
+    resolve_device(playback.device, "output")
     history = HistoryStore(settings.app.history_dir)
     pipeline = await build_pipeline(settings, MicSource(mic), DeviceSink(playback), [ConsolePrinter()],
                                     history=history)

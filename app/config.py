@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from foresay.app.settings import ConfigError, build, merge, parse_override
@@ -108,6 +108,14 @@ class AudioSettings:
     @staticmethod
     def device(spec: str | None) -> int | str | None:
         return int(spec) if spec is not None and spec.strip().isdigit() else spec
+
+    def mic_config(self) -> MicConfig:
+        """The capture settings with the chosen input device."""
+        return replace(self.mic, device=self.device(self.input_device))
+
+    def playback_config(self) -> PlaybackConfig:
+        """The playback settings with the chosen output device."""
+        return replace(self.playback, device=self.device(self.output_device))
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,6 @@ class App:
         self.start()
 
     async def _run(self) -> None:
-        from dataclasses import replace as _replace
 
         from foresay.app.assemble import build_pipeline
         from foresay.app.history import HistoryStore
@@ -102,8 +101,8 @@ class App:
 
         s = self.settings
         try:
-            source = MicSource(_replace(s.audio.mic, device=s.audio.device(s.audio.input_device)))
-            sink = DeviceSink(_replace(s.audio.playback, device=s.audio.device(s.audio.output_device)))
+            source = MicSource(s.audio.mic_config())
+            sink = DeviceSink(s.audio.playback_config())
             self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post],
                                                  history=HistoryStore(s.app.history_dir))
             await self.pipeline.run()

@@ -163,8 +163,7 @@ class Pipeline:
     # --- controls (from the UI or the terminal; event loop thread) --------------------------
 
     def press_ptt(self) -> None:
-        if self._reply is not None and not self._reply.done():
-            self.dispatch(Interrupt(self._log.turn_id if self._log else 0, self.clock()))
+        self.stop_reply()  # pressing to talk over the assistant interrupts it
         self.endpointer.gate.press(self.clock())
 
     def release_ptt(self) -> None:

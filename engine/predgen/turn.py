@@ -118,14 +118,18 @@ class PredGenTurn:
         sentence = first_sentence(self.lm.decode(ids), final, self.config.splitter)
         if sentence is None:
             return None, None
-        lo, hi = 1, len(ids)
-        while lo < hi:  # fewest tokens whose text covers the sentence
+        return sentence, self._tokens_covering(ids, sentence.end)
+
+    def _tokens_covering(self, ids: list[int], chars: int) -> int:
+        """Fewest leading tokens of `ids` whose text is at least `chars` long (all if none)."""
+        lo, hi = 0, len(ids)
+        while lo < hi:
             mid = (lo + hi) // 2
-            if len(self.lm.decode(ids[:mid])) >= sentence.end:
+            if len(self.lm.decode(ids[:mid])) >= chars:
                 hi = mid
             else:
                 lo = mid + 1
-        return sentence, lo
+        return lo
 
     # --- model steps --------------------------------------------------------------------------
 
@@ -304,8 +308,5 @@ class PredGenTurn:
             raise ForesayError("commit() needs finalize() first")
         ids = self.reply_ids()
         if heard_chars is not None:
-            n = 0
-            while n < len(ids) and len(self.lm.decode(ids[:n])) < heard_chars:
-                n += 1
-            ids = ids[:n]
+            ids = ids[:self._tokens_covering(ids, heard_chars)]
         return self.conv.commit_turn(self.prompt, ids)
