@@ -103,3 +103,18 @@ def test_a_burst_of_coalesced_audio_past_the_window_is_still_decodable():
     heard = final.text.split()
     assert heard[:len(first.text.split()) - 1] == list(words[:len(first.text.split()) - 1])
     assert heard[-10:] == list(words[-10:]) and len(heard) == len(set(heard))  # nothing repeated
+
+
+def test_a_short_window_model_is_trimmed_within_its_window():
+    """The demo Whisper hears 6 s: a 20 s request is trimmed at its pauses long before 20 s."""
+    words = tuple(f"w{i}" for i in range(40))
+    utterance = SyntheticUtterance(words, pause_after=frozenset(range(4, 40, 5)))
+    assert len(utterance.audio()) / SAMPLE_RATE > 15
+    backend = ScriptedBackend(utterance)
+    backend.window_seconds = 6.0
+    transcriber = StreamingTranscriber(backend)
+    assert transcriber.trim_after_s == 4.0
+    partials, final = stream(transcriber, utterance.audio())
+    assert max(call["samples"] for call in backend.calls) <= 6 * SAMPLE_RATE
+    assert final.text.split() == list(words) and transcriber.trims >= 3
+    assert_committed_only_grows(partials)

@@ -134,8 +134,14 @@ class StreamingTranscriber:
             self.pauses.append(_Pause(self.samples_heard - pause // 2, tuple(current)))
 
     def _trim_if_long(self) -> None:
-        while len(self.audio) / SAMPLE_RATE >= self.config.trim_after_s and self._trim_once():
+        while len(self.audio) / SAMPLE_RATE >= self.trim_after_s and self._trim_once():
             pass
+
+    @property
+    def trim_after_s(self) -> float:
+        """The configured trim length, or two thirds of a shorter model's window (the demo Whisper
+        hears 6 s), so a pause is looked for while there is still room."""
+        return min(self.config.trim_after_s, 2 * self.backend.window_seconds / 3)
 
     def _trim_once(self) -> bool:
         seconds = len(self.audio) / SAMPLE_RATE
