@@ -87,8 +87,10 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
     tok = build_whisper_tokenizer(texts * 20)
     rng = np.random.default_rng(0)
     speech = SpeechSet(texts, [rng.standard_normal(16_000).astype(np.float32) * 0.1 for _ in texts], [])
-    feats, rows = training_data(tok, speech)
-    config = WhisperTrainConfig(steps=2, batch_size=2, warmup=1, threads=0)
-    train_whisper("demo-whisper-draft", config, tok, feats, rows, tmp_path / "draft", progress=quiet)
-    assert json.loads((tmp_path / "draft" / "training.json").read_text())["steps_done"] == 2
+    data = training_data(tok, speech)
+    assert data.frames == [51, 51] and data.features.shape == (2, 80, 300)
+    config = WhisperTrainConfig(steps=2, batch_size=2, warmup=1, threads=0, precision="bf16")
+    train_whisper("demo-whisper-draft", config, tok, data, tmp_path / "draft", progress=quiet)
+    saved = json.loads((tmp_path / "draft" / "training.json").read_text())
+    assert saved["steps_done"] == 2 and saved["precision"] == "bf16"
     assert load_whisper(WhisperModelConfig(str(tmp_path / "draft"))).window_seconds == 6.0

@@ -56,9 +56,12 @@ is for running and measuring Foresay offline. Real use needs OpenAI's Whisper mo
 
 ## Data
 
-{train_clips:,} distinct training requests of the demo domain (seed 0), each rendered once by espeak-ng
+{requests:,} distinct training requests of the demo domain (seed 0), each rendered once by espeak-ng
 with a random training voice setting: voices {base_voices}, variants {train_variants},
-rates {train_rates} words/min, pitches {train_pitches}, white noise up to 2% of the peak.
+rates {train_rates} words/min, pitches {train_pitches}, white noise up to 2% of the peak. Besides,
+{prefix_clips:,} of these requests cut to their first words (1 to n-1 of n words) and spoken alone in
+another training voice setting: a streaming recognizer hears every request part way through, and
+a model trained on whole requests only turns the first words into a whole request of its own.
 Held-out test clips are requests no training request matches, in held-out voice settings:
 variants {test_variants} (never heard in training), rates {test_rates}, pitches {test_pitches}.
 Audio is cached in the user cache (`~/.cache/foresay/demo-speech`), never committed.
@@ -69,8 +72,14 @@ Audio is cached in the user cache (`~/.cache/foresay/demo-speech`), never commit
 {command}
 ```
 
-{schedule}, {batch_size} clips per step, AdamW (peak lr {lr}), seed {seed}; {seconds:.0f} s wall on this
-build machine ({note}); training loss over the last 25 steps {final_loss:.3f}.
+{schedule}, {batch_size} clips per step, AdamW (peak lr {lr}, warmup {warmup} steps, cosine decay), seed
+{seed}, {precision} autocast; {seconds:.0f} s wall on this build machine ({note}); training loss over the
+last 25 steps {final_loss:.3f}. An auxiliary CTC loss on the encoder (weight {ctc_weight}, training only)
+makes the encoder align with the text before the decoder settles into the domain's language model.
+Every batch is augmented (`foresay.engine.demo.augment`): shifted in time, warped along the mel
+axis (a vocal-tract-length perturbation), and masked in one band and two spans, so that it does
+not learn the training voices' spectra only. Trained alone (`--which`), as above; the default
+`train` runs the target and then the draft.
 
 ## Held-out scores
 
@@ -87,7 +96,7 @@ CHAT_RESUME_COMMAND = ("nice -n 10 python -m foresay.engine.demo.chat train --re
                        "--steps {steps} --lr {lr} --warmup {warmup} --out assets/models/demo-chat")
 CHAT_EVAL_COMMAND = ("python -m foresay.engine.demo.chat eval --model demo --split test --dialogues 200 "
                      "--json assets/models/demo-chat/held_out.json")
-WHISPER_TRAIN_COMMAND = "nice -n 10 python -m foresay.engine.demo.whisper train --out-dir assets/models"
+WHISPER_TRAIN_COMMAND = "python -m foresay.engine.demo.whisper train --which {role} --out-dir assets/models"
 WHISPER_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 "
                         "--json assets/models/demo-whisper/held_out.json")
 
@@ -151,10 +160,15 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
     lines = (f"Word error rate on {scores['clips']} held-out test requests in held-out voice settings, decoded "
              f"greedily by Foresay's own loop: **{100 * scores['wer']:.2f}%** of {scores['words']} words "
              f"({scores['exact_clips']}/{scores['clips']} clips word for word; gate: {gate}%).")
+    prefixes = stats.get("prefix_clips", 0)
+    flat = {**_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"),
+            "precision": stats["precision"],  # what "auto" resolved to on the build machine
+            "requests": stats["train_clips"] - prefixes, "prefix_clips": prefixes}
     return WHISPER_CARD.format(
-        **_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"), role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND,
+        **flat, role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND.format(role=role),
         eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,
-        base_voices=", ".join(speech.BASE_VOICES), train_variants=", ".join(v or "(none)" for v in speech.TRAIN_VARIANTS),
+        base_voices=", ".join(speech.BASE_VOICES),
+        train_variants=", ".join(v or "(none)" for v in speech.TRAIN_VARIANTS),
         train_rates=", ".join(map(str, speech.TRAIN_RATES)), train_pitches=", ".join(map(str, speech.TRAIN_PITCHES)),
         test_variants=", ".join(speech.TEST_VARIANTS), test_rates=", ".join(map(str, speech.TEST_RATES)),
         test_pitches=", ".join(map(str, speech.TEST_PITCHES)))
@@ -170,13 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="2-core CPU VM shared with other jobs, no GPU",
                         help="what the machine was, for the training times")
     parser.add_argument("--chat-history", default="", help="a sentence on how the chat recipe was arrived at")
+    parser.add_argument("--which", choices=("all", "chat", "whisper"), default="all", help="cards to write")
     args = parser.parse_args(argv)
     root = Path(args.models)
-    if (root / "demo-chat").exists():
+    if (root / "demo-chat").exists() and args.which in ("all", "chat"):
         (root / "demo-chat" / "README.md").write_text(chat_card(root / "demo-chat", args.note, args.chat_history))
     for name, role, partner in (("demo-whisper", "target", "the draft demo-whisper-draft"),
                                 ("demo-whisper-draft", "draft", "the target demo-whisper")):
-        if (root / name).exists():
+        if (root / name).exists() and args.which in ("all", "whisper"):
             (root / name / "README.md").write_text(whisper_card(root / name, role, partner, args.note))
     return 0
 

@@ -86,6 +86,13 @@ def utterances(split: str, count: int, seed: int) -> list[str]:
     return list(seen)[:count]
 
 
+def word_prefix(text: str, rng: random.Random) -> str:
+    """The first 1..n-1 words of `text` (of n words): what a streaming recognizer has heard part way
+    through the request. A one-word request stays whole."""
+    words = text.split()
+    return " ".join(words[:rng.randint(1, len(words) - 1)]) if len(words) > 1 else text
+
+
 def speech_cache_dir() -> Path:
     from platformdirs import user_cache_dir
     root = os.environ.get("FORESAY_DEMO_SPEECH_DIR") or Path(user_cache_dir("foresay")) / "demo-speech"
@@ -98,14 +105,22 @@ class SpeechSet:
     audio: list[np.ndarray]
     settings: list[VoiceSetting]
 
+    def __add__(self, other: "SpeechSet") -> "SpeechSet":
+        return SpeechSet(self.texts + other.texts, self.audio + other.audio, self.settings + other.settings)
 
-def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None, progress=None) -> SpeechSet:
-    """Rendered requests of `split`, from the cache when present."""
+
+def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None, progress=None,
+               prefixes: bool = False) -> SpeechSet:
+    """Rendered requests of `split`, from the cache when present. With `prefixes`, each clip is a
+    word prefix of its request (`word_prefix`) spoken on its own, in another voice setting than
+    the whole request's: streaming recognizers hear requests part way through, and a model
+    trained on whole requests only makes up whole requests from their first words."""
     if split not in SPLITS:
         raise ForesayError(f"split {split!r} is not one of {', '.join(SPLITS)}")
     key = hashlib.sha256(json.dumps([SPEECH_CACHE_VERSION, split, count, seed, BASE_VOICES, TRAIN_VARIANTS,
-                                     TEST_VARIANTS]).encode()).hexdigest()[:16]
-    path = (cache or speech_cache_dir()) / f"{split}-{count}-{key}.npz"
+                                     TEST_VARIANTS] + (["prefixes"] if prefixes else [])).encode()).hexdigest()[:16]
+    name = f"{split}-prefixes-{count}-{key}.npz" if prefixes else f"{split}-{count}-{key}.npz"
+    path = (cache or speech_cache_dir()) / name
     if path.exists():
         data = np.load(path, allow_pickle=False)
         samples = data["samples"]  # every access to an npz member reads it again: once only
@@ -113,8 +128,10 @@ def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None,
         audio = [samples[a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
         settings = [VoiceSetting(**s) for s in json.loads(str(data["settings"]))]
         return SpeechSet(json.loads(str(data["texts"])), audio, settings)
-    rng = random.Random(f"speech:{seed}:{split}")
+    rng = random.Random(f"speech:{seed}:{split}" + (":prefixes" if prefixes else ""))
     texts = utterances(split, count, seed)
+    if prefixes:
+        texts = [word_prefix(t, rng) for t in texts]
     audio, settings = [], []
     for i, text in enumerate(texts):
         setting = voice_settings(split, rng)

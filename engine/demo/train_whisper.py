@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from foresay.engine.demo.augment import AugmentConfig, augment
 from foresay.engine.demo.cli import check_schedule
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
+from foresay.engine.errors import ForesayError
 
 WINDOW_SECONDS = 6
 HOP_LENGTH = 320
@@ -53,6 +55,9 @@ class WhisperTrainConfig:
     seed: init and batch order. steps / batch_size: optimizer steps and clips per step.
     lr: peak AdamW learning rate (warmup over `warmup` steps, cosine decay to 5%).
     threads: torch CPU threads (0: torch's default).
+    precision: "bf16" runs forward and backward under bfloat16 autocast (weights and optimizer stay
+        float32), "fp32" does not, "auto" picks bf16 where the CPU computes it natively.
+    augmentation: per-batch feature augmentation (None: none), see `augment`.
     checkpoint_every: also save the model every that many steps (0: only at the end), so a run on
         a busy machine can be cut short; its training.json says how many steps it had done.
     """
@@ -65,9 +70,29 @@ class WhisperTrainConfig:
     checkpoint_every: int = 0
     ctc_weight: float = 0.5  # weight of an auxiliary CTC loss on the encoder (0: none), see below
     stop_at: int | None = None  # stop after this many steps of the schedule (reproduces a cut-short run)
+    precision: str = "auto"
+    augmentation: AugmentConfig | None = AugmentConfig()
 
     def __post_init__(self):
         check_schedule("whisper training", self)
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise ForesayError(f"whisper training: precision must be auto, bf16 or fp32, not {self.precision!r}")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU has bfloat16 arithmetic (AVX-512 BF16 or AMX); elsewhere autocast to
+    bf16 is emulated and slower than float32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str) -> str:
+    if precision == "auto":
+        return "bf16" if native_bf16() else "fp32"
+    return precision
 
 
 def build_whisper_tokenizer(texts: list[str]):
@@ -102,6 +127,12 @@ def features(audio: list[np.ndarray], batch: int = 256) -> torch.Tensor:
     return torch.cat(out)
 
 
+def speech_frames(audio: list[np.ndarray]) -> list[int]:
+    """Mel frames each clip's audio covers in the window (the rest of the window is padding)."""
+    window = WINDOW_SECONDS * SAMPLE_RATE // HOP_LENGTH
+    return [min(window, len(a) // HOP_LENGTH + 1) for a in audio]
+
+
 def _config(shape: WhisperShape, tok):
     from transformers import WhisperConfig
 
@@ -132,8 +163,8 @@ def _lr_at(step: int, config: WhisperTrainConfig) -> float:
     return config.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tensor, rows: list[list[int]],
-                  out: Path, progress=print) -> dict:
+def train_whisper(name: str, config: WhisperTrainConfig, tok, data: "WhisperTrainingData", out: Path,
+                  progress=print) -> dict:
     """Train demo Whisper `name` (a key of SHAPES) on precomputed features; save it to `out`."""
     from transformers import WhisperForConditionalGeneration
 
@@ -142,6 +173,8 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
     started = time.perf_counter()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
+    augment_rng = torch.Generator().manual_seed(config.seed)
+    precision = resolve_precision(config.precision)
     model = WhisperForConditionalGeneration(_config(SHAPES[name], tok))
     model.train()
     # From scratch, the decoder learns the domain's language model long before it learns to
@@ -152,6 +185,7 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
     optimizer = torch.optim.AdamW([*model.parameters(), *ctc_head.parameters()], lr=config.lr,
                                   weight_decay=0.01, betas=(0.9, 0.98))
     eot = tok.token_to_id("<|endoftext|>")
+    rows = data.rows
     order: list[int] = []
     losses = []
     last = config.stop_at or config.steps
@@ -168,13 +202,17 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
         labels[:, 1] = -100  # <|notimestamps|> is forced, never predicted
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        result = model(input_features=feats[batch].float(), decoder_input_ids=ids[:, :-1])
-        logits = result.logits
+        feats = data.features[batch].float()
+        if config.augmentation:
+            feats = augment(feats, [data.frames[i] for i in batch], config.augmentation, augment_rng)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            result = model(input_features=feats, decoder_input_ids=ids[:, :-1])
+        logits = result.logits.float()
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
                                                  ignore_index=-100)
         if config.ctc_weight:
             texts = [rows[i][2:-1] for i in batch]
-            log_probs = ctc_head(result.encoder_last_hidden_state).log_softmax(-1).transpose(0, 1)
+            log_probs = ctc_head(result.encoder_last_hidden_state.float()).log_softmax(-1).transpose(0, 1)
             ctc = torch.nn.functional.ctc_loss(
                 log_probs, torch.tensor([t for text in texts for t in text]),
                 torch.full((len(batch),), log_probs.shape[0], dtype=torch.long),
@@ -189,17 +227,18 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, feats: torch.Tenso
             progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f}  "
                      f"{time.perf_counter() - started:.0f} s")
         if step + 1 == last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
-            stats = _save(name, model, tok, out, config, step + 1, len(rows), losses, started)
+            stats = _save(name, model, tok, out, config, precision, step + 1, data, losses, started)
     return stats
 
 
-def _save(name, model, tok, out: Path, config: WhisperTrainConfig, steps_done: int, clips: int, losses,
-          started: float) -> dict:
+def _save(name, model, tok, out: Path, config: WhisperTrainConfig, precision: str, steps_done: int,
+          data: WhisperTrainingData, losses, started: float) -> dict:
     model.eval()
     save_whisper(model, tok, out)
     model.train()
     stats = {"name": name, "shape": asdict(SHAPES[name]), "config": asdict(config),
-             "parameters": sum(p.numel() for p in model.parameters()), "train_clips": clips,
+             "precision": precision, "parameters": sum(p.numel() for p in model.parameters()),
+             "train_clips": len(data.rows), "prefix_clips": data.prefix_clips,
              "steps_done": steps_done, "final_loss": float(np.mean(losses[-25:])),
              "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
     (out / "training.json").write_text(json.dumps(stats, indent=2))
@@ -223,5 +262,16 @@ def save_whisper(model, tok, out: Path) -> None:
     feature_extractor().save_pretrained(out)
 
 
-def training_data(tok, speech: SpeechSet) -> tuple[torch.Tensor, list[list[int]]]:
-    return features(speech.audio), token_rows(tok, speech.texts)
+@dataclass(frozen=True)
+class WhisperTrainingData:
+    """Training clips as features [clips, mels, frames] (float16), token rows, and the frames
+    each clip's speech covers."""
+    features: torch.Tensor
+    rows: list[list[int]]
+    frames: list[int]
+    prefix_clips: int = 0  # how many of the clips are request prefixes (`speech_set(prefixes=True)`)
+
+
+def training_data(tok, speech: SpeechSet, prefix_clips: int = 0) -> WhisperTrainingData:
+    return WhisperTrainingData(features(speech.audio), token_rows(tok, speech.texts), speech_frames(speech.audio),
+                               prefix_clips)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from foresay.engine.demo.dialogues import SPLITS
 from foresay.engine.demo.cli import run
+from foresay.engine.errors import ForesayError
 
 
 def _progress(line: str) -> None:
@@ -31,15 +32,21 @@ def _threads(n: int) -> None:
 
 
 def cmd_train(args) -> int:
+    from foresay.engine.demo.augment import AugmentConfig
     from foresay.engine.demo.speech import speech_set, utterances
     from foresay.engine.demo.train_whisper import (WhisperTrainConfig, build_whisper_tokenizer,
                                                    train_whisper, training_data)
 
     _threads(args.threads)
+    if not 0 <= args.prefix_clips <= args.clips:
+        raise ForesayError(f"--prefix-clips must lie in 0..--clips ({args.clips})")
     speech = speech_set("train", args.clips, args.data_seed, progress=_progress)
+    if args.prefix_clips:
+        speech = speech + speech_set("train", args.prefix_clips, args.data_seed, progress=_progress, prefixes=True)
     tok = build_whisper_tokenizer(utterances("train", args.clips, args.data_seed))
-    _progress(f"{len(speech.texts)} training clips; computing features")
-    feats, rows = training_data(tok, speech)
+    _progress(f"{len(speech.texts)} training clips ({args.prefix_clips} of them request prefixes); "
+              f"computing features")
+    data = training_data(tok, speech, prefix_clips=args.prefix_clips)
     results = {}
     chosen = {"both": ("demo-whisper", "demo-whisper-draft"), "target": ("demo-whisper",),
               "draft": ("demo-whisper-draft",)}[args.which]
@@ -50,8 +57,9 @@ def cmd_train(args) -> int:
             continue
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
                                     threads=args.threads, checkpoint_every=args.checkpoint_every,
-                                    stop_at=stop_at)
-        results[name] = train_whisper(name, config, tok, feats, rows, Path(args.out_dir) / name, _progress)
+                                    stop_at=stop_at, precision=args.precision,
+                                    augmentation=None if args.no_augment else AugmentConfig())
+        results[name] = train_whisper(name, config, tok, data, Path(args.out_dir) / name, _progress)
     print(json.dumps(results, indent=2))
     return 0
 
@@ -95,8 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="render speech, train the tokenizer, the target and the draft")
     train.add_argument("--out-dir", required=True, help="writes demo-whisper/ and demo-whisper-draft/ here")
     train.add_argument("--clips", type=int, default=10000, help="distinct training requests rendered")
-    train.add_argument("--target-steps", type=int, default=400)
-    train.add_argument("--draft-steps", type=int, default=300)
+    train.add_argument("--prefix-clips", type=int, default=5000,
+                       help="also train on this many requests' first words spoken alone (0: none), so "
+                            "partial transcripts while the user speaks are right")
+    train.add_argument("--target-steps", type=int, default=4200)
+    train.add_argument("--draft-steps", type=int, default=3000)
     train.add_argument("--target-stop-at", type=int, help="stop the target after N steps of its schedule")
     train.add_argument("--draft-stop-at", type=int, help="stop the draft after N steps of its schedule")
     train.add_argument("--batch-size", type=int, default=32)
@@ -104,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--which", choices=("both", "target", "draft"), default="both",
                        help="train one of the pair only (the tokenizer is rebuilt identically either way)")
+    train.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                       help="bf16 autocast or fp32 (auto: bf16 where the CPU has native bfloat16)")
+    train.add_argument("--no-augment", action="store_true", help="train on the features as rendered")
     train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                        help="also save each model every N steps")
     train.set_defaults(func=cmd_train)

@@ -1,0 +1,40 @@
+"""Demo speech: requests (and their word prefixes) spoken by espeak-ng, cached outside the repository."""
+import random
+
+import numpy as np
+
+from foresay.engine.demo.speech import TEST_VARIANTS, speech_set, utterances, word_prefix
+
+
+def test_word_prefixes_drop_at_least_the_last_word():
+    rng = random.Random(0)
+    text = "Um, what is the capital of Japan?"
+    cuts = {word_prefix(text, rng) for _ in range(200)}
+    assert cuts == {" ".join(text.split()[:k]) for k in range(1, 7)}
+    assert word_prefix("Hello.", rng) == "Hello."
+
+
+def test_requests_are_rendered_once_then_read_from_the_cache(tmp_path):
+    first = speech_set("train", 4, seed=0, cache=tmp_path)
+    assert first.texts == utterances("train", 4, seed=0)
+    assert all(len(a) > 0.5 * 16_000 and np.abs(a).max() > 0.05 for a in first.audio)
+    assert not any(s.voice.endswith(TEST_VARIANTS) for s in first.settings)
+    again = speech_set("train", 4, seed=0, cache=tmp_path)
+    assert again.texts == first.texts and len(list(tmp_path.glob("*.npz"))) == 1
+    assert all(np.abs(a - b).max() < 1e-3 for a, b in zip(first.audio, again.audio))  # int16 storage
+
+
+def test_prefix_clips_are_prefixes_of_the_same_requests_spoken_alone(tmp_path):
+    whole = speech_set("train", 6, seed=0, cache=tmp_path)
+    prefixes = speech_set("train", 6, seed=0, cache=tmp_path, prefixes=True)
+    assert len(list(tmp_path.glob("*.npz"))) == 2
+    for request, prefix in zip(whole.texts, prefixes.texts):
+        assert request.split()[:len(prefix.split())] == prefix.split()
+    assert any(p != r for p, r in zip(prefixes.texts, whole.texts))
+    both = whole + prefixes
+    assert both.texts == whole.texts + prefixes.texts and len(both.audio) == 12
+
+
+def test_held_out_splits_speak_in_held_out_voices(tmp_path):
+    test = speech_set("test", 4, seed=0, cache=tmp_path)
+    assert all(s.voice.endswith(TEST_VARIANTS) for s in test.settings)
