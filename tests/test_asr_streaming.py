@@ -1,6 +1,8 @@
 """Streaming transcription: stable committed text, forced prefixes, long utterances."""
+import numpy as np
 import pytest
 
+from foresay.engine.asr.backends import Hypothesis
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
@@ -118,3 +120,29 @@ def test_a_short_window_model_is_trimmed_within_its_window():
     assert max(call["samples"] for call in backend.calls) <= 6 * SAMPLE_RATE
     assert final.text.split() == list(words) and transcriber.trims >= 3
     assert_committed_only_grows(partials)
+
+
+class _CompletingBackend(ScriptedBackend):
+    """Like the demo Whisper on a cut-off request: until the third word is heard, it completes the
+    request with a guess of its own, the same guess at every hop."""
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        heard = self._hear(np.asarray(audio))
+        words = heard if len(heard) >= 3 else (heard[:2] + ["walk", "the", "dog"])[:5]
+        if len(heard) >= 3 and list(forced) != [self.text.id(w) for w in words[:len(forced)]]:
+            words = [self.text.pieces[t] for t in forced] + heard[len(forced):]  # forced words stay
+        self.calls.append({"samples": len(audio), "forced": tuple(forced), "prompt": tuple(prompt)})
+        return Hypothesis(tuple(self.text.id(w) for w in words[len(forced):]))
+
+
+@pytest.mark.parametrize("redecode", [False, True])
+def test_final_redecode_recovers_from_committed_guesses(redecode):
+    utterance = SyntheticUtterance(("remind", "me", "water", "the", "plants"), word_ms=400)
+    backend = _CompletingBackend(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(final_redecode=redecode))
+    partials, final = stream(transcriber, utterance.audio())
+    assert any("walk" in p.committed for p in partials)  # two hops agreed on the guess
+    if redecode:
+        assert final.text == "remind me water the plants" and backend.calls[-1]["forced"] == ()
+    else:
+        assert "walk" in final.text  # committed words are forced into the final transcript

@@ -32,6 +32,11 @@ class StreamingConfig:
     trim_after_s: float = 20.0  # once the window is this long, trim it at a committed pause
     min_pause_ms: int = 300  # a silence this long at the window's end marks a pause
     silence_rms: float = 0.01  # RMS below which audio counts as silence
+    # The final transcript decodes the whole window afresh instead of after the committed words
+    # (while the window still holds the whole utterance): one full decode more at the end of the
+    # turn, for models that complete a cut-off request with words of their own often enough for
+    # two hops to agree on them (the demo Whisper pair).
+    final_redecode: bool = False
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -106,7 +111,10 @@ class StreamingTranscriber:
                                  tentative=text.decode(current[len(self.committed):]).strip())
 
     def finish(self) -> FinalTranscript:
-        """The final transcript: one more decode, consistent with everything committed."""
+        """The final transcript: one more decode, consistent with everything committed (or, with
+        `final_redecode` and nothing trimmed yet, of the whole window afresh)."""
+        if self.config.final_redecode and not self.trims:
+            self.committed = []
         current = self._decode()
         return FinalTranscript(turn_id=self.turn_id, t=self._time(),
                                text=self.backend.text.decode(self.finalized + current).strip())
