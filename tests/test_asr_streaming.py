@@ -115,7 +115,7 @@ def test_a_short_window_model_is_trimmed_within_its_window():
     backend = ScriptedBackend(utterance)
     backend.window_seconds = 6.0
     transcriber = StreamingTranscriber(backend)
-    assert transcriber.trim_after_s == 4.0
+    assert transcriber.trim_after_s == 5.0
     partials, final = stream(transcriber, utterance.audio())
     assert max(call["samples"] for call in backend.calls) <= 6 * SAMPLE_RATE
     assert final.text.split() == list(words) and transcriber.trims >= 3

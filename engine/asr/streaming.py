@@ -147,9 +147,10 @@ class StreamingTranscriber:
 
     @property
     def trim_after_s(self) -> float:
-        """The configured trim length, or two thirds of a shorter model's window (the demo Whisper
-        hears 6 s), so a pause is looked for while there is still room."""
-        return min(self.config.trim_after_s, 2 * self.backend.window_seconds / 3)
+        """The configured trim length, or a second less than a shorter model's window (the demo
+        Whisper hears 6 s): a request that fits the window is heard whole, and a pause is still
+        looked for while there is room."""
+        return min(self.config.trim_after_s, self.backend.window_seconds - 1.0)
 
     def _trim_once(self) -> bool:
         seconds = len(self.audio) / SAMPLE_RATE

@@ -38,23 +38,25 @@ def cmd_train(args) -> int:
                                                    train_whisper, training_data)
 
     _threads(args.threads)
-    if not 0 <= args.prefix_clips <= args.clips:
-        raise ForesayError(f"--prefix-clips must lie in 0..--clips ({args.clips})")
-    speech = speech_set("train", args.clips, args.data_seed, progress=_progress)
-    if args.prefix_clips:
-        speech = speech + speech_set("train", args.prefix_clips, args.data_seed, progress=_progress, prefixes=True)
+    for option in ("target_prefix_clips", "draft_prefix_clips"):
+        if not 0 <= getattr(args, option) <= args.clips:
+            raise ForesayError(f"--{option.replace('_', '-')} must lie in 0..--clips ({args.clips})")
+    requests = speech_set("train", args.clips, args.data_seed, progress=_progress)
     tok = build_whisper_tokenizer(utterances("train", args.clips, args.data_seed))
-    _progress(f"{len(speech.texts)} training clips ({args.prefix_clips} of them request prefixes); "
-              f"computing features")
-    data = training_data(tok, speech, prefix_clips=args.prefix_clips)
     results = {}
     chosen = {"both": ("demo-whisper", "demo-whisper-draft"), "target": ("demo-whisper",),
               "draft": ("demo-whisper-draft",)}[args.which]
-    plans = (("demo-whisper", args.target_steps, args.target_stop_at),
-             ("demo-whisper-draft", args.draft_steps, args.draft_stop_at))
-    for name, steps, stop_at in plans:
+    plans = (("demo-whisper", args.target_steps, args.target_stop_at, args.target_prefix_clips),
+             ("demo-whisper-draft", args.draft_steps, args.draft_stop_at, args.draft_prefix_clips))
+    for name, steps, stop_at, prefix_clips in plans:
         if name not in chosen:
             continue
+        speech = requests
+        if prefix_clips:
+            speech = requests + speech_set("train", prefix_clips, args.data_seed, progress=_progress, prefixes=True)
+        _progress(f"{name}: {len(speech.texts)} training clips ({prefix_clips} of them request prefixes); "
+                  f"computing features")
+        data = training_data(tok, speech, prefix_clips=prefix_clips)
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
                                     threads=args.threads, checkpoint_every=args.checkpoint_every,
                                     stop_at=stop_at, precision=args.precision,
@@ -103,9 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="render speech, train the tokenizer, the target and the draft")
     train.add_argument("--out-dir", required=True, help="writes demo-whisper/ and demo-whisper-draft/ here")
     train.add_argument("--clips", type=int, default=10000, help="distinct training requests rendered")
-    train.add_argument("--prefix-clips", type=int, default=5000,
-                       help="also train on this many requests' first words spoken alone (0: none), so "
-                            "partial transcripts while the user speaks are right")
+    train.add_argument("--target-prefix-clips", type=int, default=5000,
+                       help="also train the target on this many requests' first words spoken alone (0: "
+                            "none), so that it does not complete a cut-off request with words of its own")
+    train.add_argument("--draft-prefix-clips", type=int, default=0,
+                       help="the same for the draft (its 0.55M parameters do better on whole requests "
+                            "only, and the target corrects it anyway)")
     train.add_argument("--target-steps", type=int, default=4200)
     train.add_argument("--draft-steps", type=int, default=3000)
     train.add_argument("--target-stop-at", type=int, help="stop the target after N steps of its schedule")
