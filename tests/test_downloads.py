@@ -121,16 +121,19 @@ def test_a_model_missing_offline_names_the_offline_profile():
     with pytest.raises(ModelUnavailable) as err:
         download(HubDownload("nobody/missing-model", LLM_FILES, what="language model"), events.append)
     text = str(err.value)
-    assert "nobody/missing-model" in text and "--profile tiny-random" in text
+    assert "nobody/missing-model" in text and "--profile demo" in text
     assert events[-1].finished  # the status bar does not keep a dead download
 
 
-def test_offline_profiles_come_from_the_profile_table(monkeypatch):
+def test_offline_profiles_download_nothing_and_are_offered(monkeypatch):
     import foresay.app.downloads as downloads
-    assert offline_profiles() == ["tiny-random"]       # "demo" still downloads its speech model
-    assert "demo" in PROFILES and "'demo'" not in offline_hint()
-    monkeypatch.setattr(downloads, "OFFLINE_PROFILES", ("demo", "tiny-random"))
-    assert offline_profiles()[0] == "demo" and "'demo'" in offline_hint()
+    assert offline_profiles() == ["demo", "tiny-random"]
+    for name in offline_profiles():
+        assert hub_downloads(load_settings(profile=name)) == [], name
+    assert hub_downloads(load_settings(profile="cpu"))  # a profile that does download
+    assert "'demo' or 'tiny-random'" in offline_hint() and "--profile demo" in offline_hint()
+    monkeypatch.setattr(downloads, "OFFLINE_PROFILES", ("tiny-random",))
+    assert offline_profiles() == ["tiny-random"] and "'demo'" not in offline_hint()
 
 
 def test_the_pipeline_reports_download_progress_on_the_event_loop(monkeypatch, settings):  # noqa: F811

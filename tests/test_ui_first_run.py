@@ -105,15 +105,15 @@ def test_missing_model_offers_the_offline_profile_and_switches_to_it(windows, se
     app.start = lambda: loaded.append("started")  # the pipeline itself is not under test here
     app.model_missing(ModelUnavailable("the language model 'Qwen/Qwen2.5-0.5B-Instruct' is not downloaded"))
     drain()
-    assert bridge.status.level == "error" and "--profile tiny-random" in bridge.status.message
-    assert window.profile_offer.isVisibleTo(window) and "tiny-random" in window.profile_offer.text()
+    assert bridge.status.level == "error" and "--profile demo" in bridge.status.message
+    assert window.profile_offer.isVisibleTo(window) and "demo" in window.profile_offer.text()
     app.restart(choices=replace(window.choices, verifier="reflection"))  # another attempt: offer withdrawn
     assert not window.profile_offer.isVisibleTo(window)
     app.model_missing(ModelUnavailable("the language model 'Qwen/Qwen2.5-0.5B-Instruct' is not downloaded"))
     loaded.clear()
     window.profile_offer.click()
-    assert loaded == ["tiny-random", "started"]
-    assert app.settings.app.profile == "tiny-random" and window.choices.profile == "tiny-random"
+    assert loaded == ["demo", "started"]
+    assert app.settings.app.profile == "demo" and window.choices.profile == "demo"
     assert not window.profile_offer.isVisibleTo(window)
 
 

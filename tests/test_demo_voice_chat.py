@@ -1,0 +1,41 @@
+"""The demo profile end to end, offline: a held-out request spoken in a held-out voice goes through
+the whole pipeline (VAD, streaming SpecASR on the demo Whisper pair, PredGen on the demo chat
+model, espeak-ng) and comes back as the domain's correct reply."""
+import json
+
+from foresay.app.bench_demo import held_out_requests
+from foresay.app.cli import main
+from foresay.app.config import load_settings
+
+
+def test_the_demo_profile_is_offline_and_uses_the_trained_pair():
+    settings = load_settings(profile="demo")
+    assert (settings.llm.model, settings.asr.target, settings.asr.draft) == ("demo", "demo", "demo-draft")
+    assert settings.asr.chosen_backend == "specasr" and settings.streaming.prompt_tokens == 0
+    assert settings.streaming.final_redecode
+
+
+def test_held_out_requests_are_test_split_first_turns_in_held_out_voices():
+    from foresay.engine.demo.speech import TEST_VARIANTS, utterances
+
+    requests = held_out_requests(12)
+    assert requests == held_out_requests(12)  # seeded
+    heard_in_training = set(utterances("train", 10_000, seed=0))  # what the demo Whispers trained on
+    assert not any(r.text in heard_in_training for r in requests)
+    assert all(r.voice.voice.endswith(TEST_VARIANTS) for r in requests)
+    assert all(r.reply for r in requests)
+
+
+def test_spoken_held_out_requests_get_the_right_spoken_replies(tmp_path, capsys):
+    """20 held-out requests, unpaced: 15 were heard and answered right when this was written (the
+    misses: two chat-model errors, 'Rome' heard as 'Wellington' twice, a number misheard; see
+    docs/benchmarks.md). The first request must come back right, the rest in the large majority."""
+    report = tmp_path / "demo.json"
+    assert main(["bench", "demo", "--requests", "20", "--json", str(report), "--keep", str(tmp_path / "wavs")]) == 0
+    results = json.loads(report.read_text())
+    first = results["results"][0]
+    assert (first["said"], first["heard"].strip()) == ("How many days are in June?", "How many days are in June?")
+    assert first["replied"].strip() == first["expected"] == "June has 30 days."
+    assert results["summary"]["heard_right"] >= 0.65 and results["summary"]["replied_right"] >= 0.65
+    assert len(list((tmp_path / "wavs").glob("reply-*.wav"))) == 20
+    assert "of 20 held-out requests" in capsys.readouterr().err
