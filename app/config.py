@@ -161,6 +161,9 @@ PROFILES: dict[str, dict] = {
         "streaming": {"prompt_tokens": 0, "final_redecode": True},
         "tts": {"engine": "espeak"},
         "predgen": {"max_new_tokens": 64},
+        # The demo chat model never learned where a user's message ends (its loss covers replies
+        # only), so its P(end of turn) would only lengthen the wait: fixed hangover.
+        "app": {"adaptive_endpointing": False},
     },
     "tiny-random": {  # offline: random fixtures (tests, plumbing checks); says nothing meaningful
         "llm": {"model": "tiny-random", "device": "cpu"},
