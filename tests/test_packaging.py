@@ -21,6 +21,9 @@ def test_built_wheel_installs_and_imports(tmp_path):
     assert "foresay/engine/predgen/turn.py" in names
     assert "foresay/assets/prompts/system.txt" in names
     assert "foresay/assets/icons/foresay-256.png" in names and "foresay/assets/icons/foresay.ico" in names
+    assert "foresay/assets/whisper_vocab/gpt2.tiktoken" in names  # the tiny-random fixtures' vocabulary
+    for model in ("demo-chat", "demo-whisper", "demo-whisper-draft"):  # the offline demo profile's models
+        assert f"foresay/assets/models/{model}/model.safetensors" in names
     assert not any(n.startswith(("app/", "engine/", "ui/", "audio/")) for n in names)
     env = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env)

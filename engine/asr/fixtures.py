@@ -12,13 +12,15 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import torch
 
 from foresay.engine.asr.errors import AsrError
 
-VOCAB_FILE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "whisper_vocab" / "gpt2.tiktoken"
+# OpenAI's Whisper BPE vocabulary (MIT), shipped as package data so wheels and the bundle have it.
+VOCAB_FILE = Path(str(resources.files("foresay.assets").joinpath("whisper_vocab", "gpt2.tiktoken")))
 FORMAT_VERSION = "1"  # bump when the fixtures' recipe changes, so stale builds are rebuilt
 
 
