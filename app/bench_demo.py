@@ -60,7 +60,7 @@ def held_out_requests(count: int, seed: int = 0) -> list[DemoRequest]:
 
 
 def write_request(request: DemoRequest, path: Path, rng: random.Random, lead_s: float = 0.5) -> Path:
-    speech = speak(request.text, request.voice, rng)
+    speech = speak(request.text, request.voice, rng.getrandbits(32))
     silence = np.zeros(int(lead_s * SAMPLE_RATE), dtype=np.float32)
     samples = np.concatenate([silence, speech, silence])
     with wave.open(str(path), "wb") as w:

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -53,8 +54,8 @@ def voice_settings(split: str, rng: random.Random) -> VoiceSetting:
                         noise=rng.uniform(0.0, 0.02))
 
 
-def speak(text: str, setting: VoiceSetting, rng: random.Random, executable: str = "espeak-ng") -> np.ndarray:
-    """16 kHz float32 samples of `text` in `setting`, with its noise mixed in."""
+def speak(text: str, setting: VoiceSetting, noise_seed: int, executable: str = "espeak-ng") -> np.ndarray:
+    """16 kHz float32 samples of `text` in `setting`, with its noise (drawn from `noise_seed`) mixed in."""
     import soxr
 
     try:
@@ -70,7 +71,7 @@ def speak(text: str, setting: VoiceSetting, rng: random.Random, executable: str 
     samples = np.frombuffer(raw[44:], dtype=np.int16).astype(np.float32) / 32768.0
     samples = soxr.resample(samples, rate, SAMPLE_RATE).astype(np.float32)
     peak = float(np.abs(samples).max()) or 1.0
-    noise = np.random.default_rng(rng.getrandbits(32)).standard_normal(len(samples)).astype(np.float32)
+    noise = np.random.default_rng(noise_seed).standard_normal(len(samples)).astype(np.float32)
     return samples + noise * setting.noise * peak
 
 
@@ -132,13 +133,17 @@ def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None,
     texts = utterances(split, count, seed)
     if prefixes:
         texts = [word_prefix(t, rng) for t in texts]
-    audio, settings = [], []
-    for i, text in enumerate(texts):
-        setting = voice_settings(split, rng)
-        audio.append(speak(text, setting, rng))
-        settings.append(setting)
-        if progress and (i + 1) % 500 == 0:
-            progress(f"rendered {i + 1}/{len(texts)} {split} clips")
+    settings, noise_seeds = [], []
+    for _ in texts:  # every random draw here, in order, so the clips do not depend on the threads
+        settings.append(voice_settings(split, rng))
+        noise_seeds.append(rng.getrandbits(32))
+    audio = []
+    # espeak-ng runs as a subprocess: threads render clips side by side on every core
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        for i, clip in enumerate(pool.map(speak, texts, settings, noise_seeds)):
+            audio.append(clip)
+            if progress and (i + 1) % 500 == 0:
+                progress(f"rendered {i + 1}/{len(texts)} {split} clips")
     path.parent.mkdir(parents=True, exist_ok=True)
     samples = np.concatenate([np.clip(a, -1, 1) for a in audio]) * 32767.0
     tmp = path.with_suffix(".tmp.npz")
