@@ -124,9 +124,7 @@ def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None,
     path = (cache or speech_cache_dir()) / name
     if path.exists():
         data = np.load(path, allow_pickle=False)
-        samples = data["samples"]  # every access to an npz member reads it again: once only
-        bounds = np.concatenate([[0], np.cumsum(data["lengths"])])
-        audio = [samples[a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
+        audio = _split(data["samples"], data["lengths"])  # each npz member access reads it again: once
         settings = [VoiceSetting(**s) for s in json.loads(str(data["settings"]))]
         return SpeechSet(json.loads(str(data["texts"])), audio, settings)
     rng = random.Random(f"speech:{seed}:{split}" + (":prefixes" if prefixes else ""))
@@ -145,12 +143,18 @@ def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None,
             if progress and (i + 1) % 500 == 0:
                 progress(f"rendered {i + 1}/{len(texts)} {split} clips")
     path.parent.mkdir(parents=True, exist_ok=True)
-    samples = np.concatenate([np.clip(a, -1, 1) for a in audio]) * 32767.0
+    samples = (np.concatenate([np.clip(a, -1, 1) for a in audio]) * 32767.0).astype(np.int16)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, samples=samples.astype(np.int16), lengths=np.array([len(a) for a in audio]),
+    np.savez(tmp, samples=samples, lengths=np.array([len(a) for a in audio]),
              texts=json.dumps(texts), settings=json.dumps([asdict(s) for s in settings]))
     os.replace(tmp, path)
-    return SpeechSet(texts, audio, settings)
+    # The stored 16-bit samples, not the float ones: a fresh run trains on what a cached run reads.
+    return SpeechSet(texts, _split(samples, [len(a) for a in audio]), settings)
+
+
+def _split(samples: np.ndarray, lengths) -> list[np.ndarray]:
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    return [samples[a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def write_wavs(speech: SpeechSet, folder: Path) -> list[Path]:
