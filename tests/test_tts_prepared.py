@@ -1,5 +1,6 @@
 """The preparation machinery, driven by a scripted job: hold, stream, cancel, failures, bound."""
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -106,12 +107,32 @@ async def test_the_bound_cancels_the_oldest_held_preparation_first():
         await p.wait_done()
 
 
+class PausingJob(ScriptedJob):
+    """A ScriptedJob whose worker stops after its first chunk until `go` is set, so the test, not
+    the thread scheduler, decides what happens before the second chunk."""
+
+    def __init__(self, chunks: int) -> None:
+        super().__init__(chunks)
+        self.go = threading.Event()
+
+    def run(self, sink) -> None:
+        for i in range(self.chunks):
+            if i == 1:
+                self.go.wait(5)
+            if not sink.proceed():
+                return
+            sink.emit(np.full(100, i, dtype=np.float32), RATE, (i, i + 1), 0)
+            self.made += 1
+
+
 @run_async
 async def test_a_stream_closed_early_cancels_the_rest():
-    job = ScriptedJob(1000)
+    # Released by stream(), a free-running job could make all 1000 chunks before aclose() runs.
+    job = PausingJob(1000)
     prepared = Prepared("x", job, hold_target_s=0.1)
     stream = prepared.stream()
     await stream.__anext__()
     await stream.aclose()
+    job.go.set()
     await prepared.wait_done()
     assert prepared.cancelled and job.made < 1000
