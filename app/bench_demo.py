@@ -24,8 +24,8 @@ from foresay.app.commands import add_settings_arguments, replay, settings_from
 from foresay.app.config import Settings
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_whisper import words
+from foresay.engine.demo.speech import SAMPLE_RATE, VoiceSetting, speak, voice_settings, write_wav
 from foresay.engine.errors import ForesayError
-from foresay.engine.demo.speech import SAMPLE_RATE, VoiceSetting, speak, voice_settings
 
 
 @dataclass(frozen=True)
@@ -62,13 +62,7 @@ def held_out_requests(count: int, seed: int = 0) -> list[DemoRequest]:
 def write_request(request: DemoRequest, path: Path, rng: random.Random, lead_s: float = 0.5) -> Path:
     speech = speak(request.text, request.voice, rng.getrandbits(32))
     silence = np.zeros(int(lead_s * SAMPLE_RATE), dtype=np.float32)
-    samples = np.concatenate([silence, speech, silence])
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(SAMPLE_RATE)
-        w.writeframes((np.clip(samples, -1, 1) * 32767).astype(np.int16).tobytes())
-    return path
+    return write_wav(path, np.concatenate([silence, speech, silence]))
 
 
 def _seconds(path: Path) -> float:

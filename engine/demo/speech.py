@@ -144,12 +144,13 @@ def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None,
                 progress(f"rendered {i + 1}/{len(texts)} {split} clips")
     path.parent.mkdir(parents=True, exist_ok=True)
     samples = (np.concatenate([np.clip(a, -1, 1) for a in audio]) * 32767.0).astype(np.int16)
+    lengths = np.array([len(a) for a in audio])
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, samples=samples, lengths=np.array([len(a) for a in audio]),
-             texts=json.dumps(texts), settings=json.dumps([asdict(s) for s in settings]))
+    np.savez(tmp, samples=samples, lengths=lengths, texts=json.dumps(texts),
+             settings=json.dumps([asdict(s) for s in settings]))
     os.replace(tmp, path)
     # The stored 16-bit samples, not the float ones: a fresh run trains on what a cached run reads.
-    return SpeechSet(texts, _split(samples, [len(a) for a in audio]), settings)
+    return SpeechSet(texts, _split(samples, lengths), settings)
 
 
 def _split(samples: np.ndarray, lengths) -> list[np.ndarray]:
@@ -157,19 +158,21 @@ def _split(samples: np.ndarray, lengths) -> list[np.ndarray]:
     return [samples[a:b].astype(np.float32) / 32767.0 for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def write_wavs(speech: SpeechSet, folder: Path) -> list[Path]:
-    """The clips as 16-bit WAV files (for `foresay bench asr --audio`), with a transcripts.json."""
+def write_wav(path: Path, samples: np.ndarray) -> Path:
+    """16 kHz mono float samples as a 16-bit WAV file."""
     import wave
 
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(SAMPLE_RATE)
+        wav.writeframes((np.clip(samples, -1, 1) * 32767).astype(np.int16).tobytes())
+    return path
+
+
+def write_wavs(speech: SpeechSet, folder: Path) -> list[Path]:
+    """The clips as 16-bit WAV files (for `foresay bench asr --audio`), with a transcripts.json."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i, clip in enumerate(speech.audio):
-        path = folder / f"{i:04d}.wav"
-        with wave.open(str(path), "wb") as wav:
-            wav.setnchannels(1)
-            wav.setsampwidth(2)
-            wav.setframerate(SAMPLE_RATE)
-            wav.writeframes((np.clip(clip, -1, 1) * 32767).astype(np.int16).tobytes())
-        paths.append(path)
+    paths = [write_wav(folder / f"{i:04d}.wav", clip) for i, clip in enumerate(speech.audio)]
     (folder / "transcripts.json").write_text(json.dumps({p.name: t for p, t in zip(paths, speech.texts)}, indent=1))
     return paths

@@ -33,7 +33,7 @@ def _threads(n: int) -> None:
 
 def cmd_train(args) -> int:
     from foresay.engine.demo.augment import AugmentConfig
-    from foresay.engine.demo.speech import speech_set, utterances
+    from foresay.engine.demo.speech import speech_set
     from foresay.engine.demo.train_whisper import (WhisperTrainConfig, build_whisper_tokenizer,
                                                    train_whisper, training_data)
 
@@ -42,7 +42,7 @@ def cmd_train(args) -> int:
         if not 0 <= getattr(args, option) <= args.clips:
             raise ForesayError(f"--{option.replace('_', '-')} must lie in 0..--clips ({args.clips})")
     requests = speech_set("train", args.clips, args.data_seed, progress=_progress)
-    tok = build_whisper_tokenizer(utterances("train", args.clips, args.data_seed))
+    tok = build_whisper_tokenizer(requests.texts)  # the requests themselves, as `utterances` lists them
     results = {}
     chosen = {"both": ("demo-whisper", "demo-whisper-draft"), "target": ("demo-whisper",),
               "draft": ("demo-whisper-draft",)}[args.which]
