@@ -29,11 +29,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def with_command(argv: list[str]) -> list[str]:
+    """`argv` with `run` put first when it names no command, so `foresay --profile demo` opens the
+    window with that profile (the top-level parser itself knows only --help and --version)."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        return ["run", *argv]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:  # no command: the window
-        args = parser.parse_args(["run", *(argv or [])])
+    args = parser.parse_args(with_command(list(sys.argv[1:] if argv is None else argv)))
     try:
         return int(args.func(args) or 0)
     except ForesayError as exc:
