@@ -46,14 +46,18 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
                          history: HistoryStore | None = None, wait_for_replies: bool = False) -> Pipeline:
     """Load every model named by `settings` (reporting progress to the observers), wire the
     stages around `source` and `sink`, and warm them up."""
+    from foresay.app.turn_log import HistoryWriter, TurnLog
     from foresay.audio.bargein import BargeInDetector
     from foresay.audio.echo import make_echo_canceller
+    from foresay.audio.listener import Listener
     from foresay.engine.asr import StreamingAsr, build_backend
     from foresay.engine.llm import load_llm
     from foresay.engine.predgen.conversation import Conversation
     from foresay.engine.predgen.stage import PredGenStage
     from foresay.engine.predgen.verifiers import make_verifier
+    from foresay.engine.stage import EventBus
     from foresay.engine.tts.factory import build_engine
+    from foresay.engine.tts.speaker import Speaker
 
     def publish(event: Event) -> None:
         for observer in observers:
@@ -84,18 +88,19 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     conversation = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
     if history is not None and history.turns:
         conversation.load(history.messages())
-    verifier = make_verifier(settings.predgen.verifier, lm)
+    bus = EventBus(observers)
+    asr = StreamingAsr(backend, bus.emit, settings.streaming)
     bargein = BargeInDetector(sink.reference, settings.audio.bargein) if settings.audio.barge_in else None
-    echo = make_echo_canceller(sink.reference, settings.audio.echo_canceller)
-    pipeline = Pipeline(source=source, endpointer=make_endpointer(settings), asr=None, llm=None,
-                        tts=tts, sink=sink, bargein=bargein, echo=echo, history=history,
-                        adaptive_endpointing=settings.app.adaptive_endpointing, observers=list(observers),
+    listener = Listener(make_endpointer(settings), bus.emit, bargein=bargein,
+                        echo=make_echo_canceller(sink.reference, settings.audio.echo_canceller),
+                        adaptive_endpointing=settings.app.adaptive_endpointing)
+    llm = PredGenStage(conversation, bus.emit, settings.predgen.engine_config(),
+                       make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
+                       yield_to=lambda: asr.decoding)
+    pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
+                        speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit),
+                        history=history, more=[HistoryWriter(history)] if history is not None else [],
                         wait_for_replies=wait_for_replies)
-    pipeline.asr = StreamingAsr(backend, pipeline.dispatch, settings.streaming)
-    asr_stage = pipeline.asr
-    pipeline.llm = PredGenStage(conversation, pipeline.dispatch, settings.predgen.engine_config(),
-                                verifier, speculate=settings.predgen.enabled,
-                                yield_to=lambda: asr_stage.decoding)
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")

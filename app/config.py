@@ -20,6 +20,7 @@ from foresay.audio.playback import PlaybackConfig
 from foresay.audio.vad import VadConfig
 from foresay.engine.asr.factory import AsrConfig
 from foresay.engine.asr.streaming import StreamingConfig
+from foresay.engine.events import ListeningMode
 from foresay.engine.llm import LLMConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.tts.espeak import EspeakConfig
@@ -27,7 +28,7 @@ from foresay.engine.tts.zonos import ZonosConfig
 
 log = logging.getLogger(__name__)
 
-MODES = ("hands-free", "push-to-talk")
+MODES = tuple(m.value for m in ListeningMode)
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ class App:
         w = window
         w.ptt_pressed.connect(lambda: self.pipeline and self.pipeline.press_ptt())
         w.ptt_released.connect(lambda: self.pipeline and self.pipeline.release_ptt())
-        w.mode_changed.connect(lambda m: self.pipeline and self.pipeline.set_mode(m.replace("_", "-")))
-        w.mute_toggled.connect(lambda on: self.pipeline and setattr(self.pipeline, "muted", bool(on)))
+        w.mode_changed.connect(lambda m: self.pipeline and self.pipeline.set_mode(m))
+        w.mute_toggled.connect(lambda on: self.pipeline and self.pipeline.set_muted(on))
         w.stop_reply.connect(lambda: self.pipeline and self.pipeline.stop_reply())
         w.new_conversation.connect(lambda: self.pipeline and self.pipeline.new_conversation())
         w.input_device_changed.connect(lambda name: self.restart(audio_input=name))
@@ -170,7 +170,7 @@ def run_gui(args) -> int:
                               endpointing="adaptive" if settings.app.adaptive_endpointing else "fixed")
     options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
-                        WindowConfig(mode=settings.app.mode.replace("-", "_"), build=git_revision()),
+                        WindowConfig(mode=settings.app.mode, build=git_revision()),
                         choices, options, system_checks=run_checks)
     try:
         from foresay.audio.devices import list_devices

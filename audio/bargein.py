@@ -81,6 +81,11 @@ class BargeInDetector:
         self._turn_id = turn_id
         self._run_start = None
 
+    @property
+    def speaking_since(self) -> float | None:
+        """Start of the user speech heard now that has not (yet) made an interrupt, or None."""
+        return self._run_start
+
     def disarm(self) -> None:
         self._turn_id = None
         self._run_start = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
@@ -72,6 +73,9 @@ class MicSource(AudioSource):
         self.device_rate = 0
         self.device_channels = 0
         self.overflows = 0      # device overflows plus blocks dropped for a slow consumer
+        self._inflight = 0      # callbacks handed to the loop and not yet run there
+        self._dropped_in_callback = 0
+        self._inflight_lock = threading.Lock()
         self.reopens = 0
         self.blocks_delivered = 0
 
@@ -132,6 +136,11 @@ class MicSource(AudioSource):
     def _callback(self, gen, indata, frames, time_info, status) -> None:
         t_adc = block_time(time_info, "inputBufferAdcTime", time.monotonic())
         overflow = bool(getattr(status, "input_overflow", False))
+        with self._inflight_lock:  # bounded hand-off: a stalled loop must not queue callbacks forever
+            if self._inflight >= self.config.queue_blocks:
+                self._dropped_in_callback += 1
+                return
+            self._inflight += 1
         post(self._loop, self._on_block, gen, indata.copy(), t_adc, overflow)
 
     def _finished(self, gen) -> None:
@@ -144,8 +153,14 @@ class MicSource(AudioSource):
             self._put(_LOST)
 
     def _on_block(self, gen, data, t_adc, overflow) -> None:
+        with self._inflight_lock:
+            self._inflight -= 1
+            dropped, self._dropped_in_callback = self._dropped_in_callback, 0
         if gen != self._gen:
             return
+        if dropped:
+            self.overflows += dropped
+            overflow = True   # the clock must not bridge the gap
         if overflow:
             self.overflows += 1
         frames = len(data)

@@ -34,11 +34,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from enum import Enum
 
 import numpy as np
 
-from foresay.engine.events import Event, SpeechStarted, TurnEnded
+from foresay.engine.events import Event, ListeningMode, SpeechStarted, TurnEnded
 
 from .blocks import SAMPLE_RATE, AudioBlock, rms_db
 from .hangover import FixedHangover, HangoverPolicy
@@ -46,9 +45,7 @@ from .resample import Framer
 from .vad import Vad
 
 
-class Mode(str, Enum):
-    HANDS_FREE = "hands-free"
-    PUSH_TO_TALK = "push-to-talk"
+Mode = ListeningMode
 
 
 @dataclass(frozen=True)
@@ -140,6 +137,8 @@ class Turn:
     end_t: float | None = None          # TurnEnded.t; None while the turn is open
     _frames: list[np.ndarray] = field(default_factory=list, repr=False)
     _samples: int = 0
+    _taken: int = 0  # frames already handed out by take_new_audio
+    _taken_samples: int = 0
 
     @property
     def is_open(self) -> bool:
@@ -148,6 +147,16 @@ class Turn:
     def _add(self, frame: np.ndarray) -> None:
         self._frames.append(frame)
         self._samples += len(frame)
+
+    def take_new_audio(self) -> tuple[float, np.ndarray] | None:
+        """The audio added since the last call (untrimmed) and its first sample's time, or None:
+        a consumer that streams the turn copies each sample once."""
+        if self._taken == len(self._frames):
+            return None
+        t = self.audio_t0 + self._taken_samples / SAMPLE_RATE
+        new = np.concatenate(self._frames[self._taken:])
+        self._taken, self._taken_samples = len(self._frames), self._taken_samples + len(new)
+        return t, new
 
     def audio(self, trimmed: bool = True) -> np.ndarray:
         """The turn's audio; trimmed to [first voiced - preroll, last voiced + tail] (the end

@@ -8,6 +8,13 @@ comparing `(turn_id, revision)`. Times are seconds on the monotonic clock the me
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ListeningMode(str, Enum):
+    """How the user's turns are delimited: by the endpointer, or by holding a key."""
+    HANDS_FREE = "hands-free"
+    PUSH_TO_TALK = "push-to-talk"
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,15 @@ class TurnEnded(Event):
 
 @dataclass(frozen=True)
 class Interrupt(Event):
-    """The user spoke over the assistant (barge-in)."""
+    """Stop the reply to `turn_id`: the user spoke over it (barge-in), pressed stop, or began
+    a new turn before it was heard."""
+
+
+@dataclass(frozen=True)
+class UserAudio(Event):
+    """New audio of the open user turn, in capture order; `t` is the time of its first sample.
+    The turn's first UserAudio follows its SpeechStarted and includes the pre-roll."""
+    samples: object = None  # numpy float32, 16 kHz mono; typed loosely to keep numpy out
 
 
 # --- ASR -----------------------------------------------------------------------------------
@@ -88,8 +103,24 @@ class SentenceReady(Event):
 
 @dataclass(frozen=True)
 class ReplyDone(Event):
+    """The reply is complete as text (no more SentenceReady for this turn). `outcome` is
+    accepted | partial | rejected | baseline, or empty (nothing to answer), merged (the user went
+    on speaking before it was heard: the words join the next turn) or failed."""
     text: str = ""
-    outcome: str = ""  # accepted | partial | rejected | baseline
+    outcome: str = ""
+    ttfs: float | None = None    # final transcript -> first sentence fixed, seconds
+    nfetfs: int | None = None    # forward passes in that window
+
+
+@dataclass(frozen=True)
+class TurnClosed(Event):
+    """The last word on a turn: what entered the conversation history (`reply_text` as far as
+    it was heard). Every turn that ended gets exactly one; an `outcome` of empty, merged or
+    failed enters nothing into the history."""
+    user_text: str = ""
+    reply_text: str = ""
+    interrupted: bool = False
+    outcome: str = ""
 
 
 # --- TTS / playback ------------------------------------------------------------------------
@@ -101,6 +132,21 @@ class AudioChunk(Event):
     sample_rate: int = 0
     span: tuple[int, int] = (0, 0)
     sentence_index: int = 0
+
+
+@dataclass(frozen=True)
+class ReplyStarted(Event):
+    """The reply's first audio was handed to playback at `t` (barge-in listens from here)."""
+
+
+@dataclass(frozen=True)
+class ReplyHeard(Event):
+    """Playback of the reply ended: the user heard `heard_chars` characters of its text (None:
+    all of it); `first_output_t` is when its first sample reached the output (None: never)."""
+    heard_chars: int | None = None
+    interrupted: bool = False
+    first_output_t: float | None = None
+    underruns: int = 0
 
 
 @dataclass(frozen=True)

@@ -399,3 +399,34 @@ def test_device_sink_reopens_a_stream_that_stopped(alsa_fifo):
             return sink.reopens
     assert asyncio.run(run()) == 1 and len(made) == 2
     assert "stopped; reopening" in notices[0]
+
+
+def test_a_stalled_loop_does_not_queue_callbacks_without_bound(alsa_fifo, monkeypatch):
+    """A device that delivers faster than the loop drains (a null ALSA device does) once grew
+    the process past 20 GB: the hand-off to the loop is bounded and what it drops is counted."""
+    import foresay.audio.capture as capture
+
+    class Flood(FakeInputStream):
+        def _run(self):
+            while not self._stop.is_set():
+                now = time.monotonic()
+                self.callback(np.zeros((self.blocksize, self.channels), np.float32), self.blocksize,
+                              SimpleNamespace(inputBufferAdcTime=now, currentTime=now),
+                              SimpleNamespace(input_overflow=False))
+                time.sleep(0)
+
+    posted = []
+    real_post = capture.post
+    monkeypatch.setattr(capture, "post", lambda *a: (posted.append(1), real_post(*a)))
+
+    async def stall():
+        async with MicSource(MicConfig(device="default", queue_blocks=8),
+                             stream_factory=lambda **kw: Flood(**kw)) as mic:
+            time.sleep(0.3)   # the loop is busy elsewhere; the device keeps calling back
+            during = len(posted)
+            got = [b async for b in _first(mic, 3)]
+            return mic, during, got
+
+    mic, during, got = asyncio.run(stall())
+    assert during <= 8 and len(got) == 3
+    assert mic.overflows > 8   # the flood was dropped and counted, not queued

@@ -10,7 +10,7 @@ from test_pipeline import recording, settings  # noqa: F401  (fixture)
 from ui_support import OUTPUT_DIR, qapp, qsettings  # noqa: F401  (fixtures)
 
 
-def make_window(qapp, qsettings, mode="push_to_talk"):
+def make_window(qapp, qsettings, mode="push-to-talk"):
     from foresay.ui.bridge import EventBridge
     from foresay.ui.main_window import MainWindow, WindowConfig
     bridge = EventBridge()
@@ -32,7 +32,7 @@ def test_window_controls_call_the_pipeline(qapp, qsettings, settings):  # noqa: 
     app.pipeline = fake = FakePipeline()
     window.ptt_pressed.emit()
     window.ptt_released.emit()
-    window.mode_changed.emit("hands_free")
+    window.mode_changed.emit("hands-free")
     window.stop_reply.emit()
     window.new_conversation.emit()
     window.mute_toggled.emit(True)

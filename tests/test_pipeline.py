@@ -9,7 +9,7 @@ import pytest
 from foresay.app.commands import replay
 from foresay.app.config import load_settings
 from foresay.engine.errors import ModelUnavailable
-from foresay.engine.events import AudioChunk, SentenceReady, TurnMetrics
+from foresay.engine.events import AudioChunk, FinalTranscript, SentenceReady, TurnMetrics
 
 
 def speak(text: str, path) -> tuple[np.ndarray, int]:
@@ -53,7 +53,11 @@ def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
         assert m["endpoint_delay_ms"] > 0 and m["nfetfs"] >= 1 and m["audio_latency_ms"] >= 0
     with wave.open(str(out)) as w:
         assert w.getnframes() > 0.2 * w.getframerate()
-    assert any(isinstance(e, AudioChunk) or isinstance(e, SentenceReady) for e in seen)
+    # the window hears the reply being spoken, and each turn's transcript is shown once
+    assert {e.turn_id for e in seen if isinstance(e, AudioChunk)} == {1, 2}
+    finals = [e.turn_id for e in seen if isinstance(e, FinalTranscript)]
+    assert finals == [1, 2]
+    assert len([e for e in seen if isinstance(e, SentenceReady)]) >= 2
 
 
 def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
@@ -173,7 +177,7 @@ def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
         return pipeline
 
     pipeline = asyncio.run(main())
-    assert pipeline.tts.name != "zonos"
+    assert pipeline.speaker.tts.name != "zonos"
     assert any(isinstance(e, StatusMessage) and "espeak-ng instead" in e.text for e in seen)
 
 
@@ -204,3 +208,40 @@ def test_speaking_over_the_reply_interrupts_it_and_starts_the_next_turn(tmp_path
     first, second = pipeline.metrics[0], pipeline.metrics[1]
     assert first["interrupted"] and not second["interrupted"]
     assert second["user_text"].strip() and second["reply_text"].strip()
+
+
+def test_all_model_work_runs_on_the_stages_worker_threads(tmp_path, settings, monkeypatch):
+    """Nothing touches a model on the event loop: every LLM pass runs on the LLM stage's thread
+    (building a turn's state may prefill the history, which is a pass too)."""
+    import threading
+
+    from foresay.engine.llm import ChatLM
+
+    threads = set()
+    real_forward = ChatLM.forward
+
+    def spy(self, *args, **kwargs):
+        threads.add(threading.current_thread().name)
+        return real_forward(self, *args, **kwargs)
+    monkeypatch.setattr(ChatLM, "forward", spy)
+    audio = recording(tmp_path, ["What is the weather in Paris today?"])
+    metrics = asyncio.run(replay(settings, audio, None, realtime=False))
+    assert len(metrics) == 1 and threads and all(t.startswith("foresay-llm") for t in threads), threads
+
+
+def test_speech_running_to_the_end_of_the_file_is_still_answered(tmp_path, settings):
+    from foresay.app.assemble import build_pipeline
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+
+    audio = recording(tmp_path, ["Set a timer for ten minutes please."], gap_s=0.0)
+
+    async def main():
+        pipeline = await build_pipeline(settings, FileSource(audio, realtime=False, pad_s=0.0),
+                                         WavSink(tmp_path / "o.wav", realtime=False), wait_for_replies=True)
+        await pipeline.run()
+        pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert len(pipeline.metrics) == 1 and pipeline.metrics[0]["user_text"].strip()

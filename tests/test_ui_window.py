@@ -168,14 +168,14 @@ def test_hands_free_mode_disables_push_to_talk_and_releases_a_held_one(window):
     modes, released = Recorder(window.mode_changed), Recorder(window.ptt_released)
     pressed = Recorder(window.ptt_pressed)
     key(window, QEvent.Type.KeyPress, Qt.Key.Key_Space)
-    window.controls.mode.setCurrentIndex(window.controls.mode.findData("hands_free"))
-    assert modes.calls == [("hands_free",)] and len(released) == 1
+    window.controls.mode.setCurrentIndex(window.controls.mode.findData("hands-free"))
+    assert modes.calls == [("hands-free",)] and len(released) == 1
     assert not window.controls.ptt_button.isEnabled()
     key(window, QEvent.Type.KeyRelease, Qt.Key.Key_Space)
     key(window, QEvent.Type.KeyPress, Qt.Key.Key_Space)
     assert len(pressed) == 1
-    window.controls.mode.setCurrentIndex(window.controls.mode.findData("push_to_talk"))
-    assert modes.calls[-1] == ("push_to_talk",) and window.controls.ptt_button.isEnabled()
+    window.controls.mode.setCurrentIndex(window.controls.mode.findData("push-to-talk"))
+    assert modes.calls[-1] == ("push-to-talk",) and window.controls.ptt_button.isEnabled()
 
 
 def test_mute_stop_and_device_pickers_emit(window):

@@ -2,8 +2,6 @@
 switch, mute, stop reply and the device pickers. It only emits signals; the app acts on them."""
 from __future__ import annotations
 
-from enum import Enum
-
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
@@ -11,9 +9,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidg
 NO_DEVICES = "(no devices)"
 
 
-class Mode(str, Enum):
-    HANDS_FREE = "hands_free"
-    PUSH_TO_TALK = "push_to_talk"
+from foresay.engine.events import ListeningMode as Mode
 
 
 class PushToTalk(QObject):

@@ -32,7 +32,7 @@ GEOMETRY_KEY = "window/geometry"
 class WindowConfig:
     """
     refresh_hz: how often meters and views are redrawn from the view models (at most 30).
-    mode: the listening mode the window starts in ("push_to_talk" or "hands_free").
+    mode: the listening mode the window starts in ("push-to-talk" or "hands-free").
     overlay_shortcut: toggles the latency overlay.
     build: the git revision of this build, shown in the About box ("" shows none).
     """
@@ -53,7 +53,7 @@ class WindowConfig:
 class MainWindow(QMainWindow):
     ptt_pressed = Signal()
     ptt_released = Signal()
-    mode_changed = Signal(str)             # "push_to_talk" | "hands_free"
+    mode_changed = Signal(str)             # "push-to-talk" | "hands-free"
     mute_toggled = Signal(bool)
     stop_reply = Signal()
     input_device_changed = Signal(str)

@@ -1,14 +1,20 @@
-"""The ASR stage on the event loop: audio in, PartialTranscript / FinalTranscript out.
+"""The ASR stage: UserAudio in, PartialTranscript / FinalTranscript out.
 
 Model work runs in one dedicated worker thread (the transcriber is not thread-safe and every
 call to it happens there, in order). Hops are ticks of a fixed cadence; a tick that arrives
 while a hop is still decoding is skipped, and the next hop decodes all audio received in
 between (coalescing), so work never queues up. The final decode always runs, after any hop in
-flight.
+flight. Ending a turn detaches it at once: audio of the next turn, arriving while the previous
+final still decodes, starts a transcriber of its own and is never mixed into the old one.
+
+As a pipeline stage it consumes UserAudio (the first block of a turn starts it), TurnEnded
+(the final transcript follows) and TurnClosed (the conversation so far becomes the prompt, so
+names and words of earlier turns are recognized).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -17,32 +23,85 @@ import numpy as np
 from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
-from foresay.engine.events import Event, FinalTranscript, PartialTranscript
+from foresay.engine.errors import ForesayError
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, StatusMessage, TurnClosed,
+                                   TurnEnded, UserAudio)
+from foresay.engine.stage import Stage
+
+log = logging.getLogger(__name__)
 
 
-class StreamingAsr:
+class StreamingAsr(Stage):
+    consumes = (UserAudio, TurnEnded, TurnClosed)
+    name = "speech recognizer"
+
     def __init__(self, backend: AsrBackend, emit: Callable[[Event], None],
-                 config: StreamingConfig = StreamingConfig()) -> None:
+                 config: StreamingConfig = StreamingConfig(), context_turns: int = 2) -> None:
+        """`context_turns`: how many earlier turns (user and reply text) prompt the recognizer."""
         self.backend, self.emit, self.config = backend, emit, config
+        self.context_turns = context_turns
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foresay-asr")
         self._transcriber: StreamingTranscriber | None = None
         self._pending: list[np.ndarray] = []
         self._hops: asyncio.Task | None = None
+        self._finals: set[asyncio.Task] = set()
+        self._context: list[str] = []
         self.hops_run = 0
         self.hops_skipped = 0
         self.decoding = False  # a hop or the final is being decoded (other stages may yield)
 
-    async def warmup(self) -> None:
+    # --- the stage contract ------------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, UserAudio):
+            if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
+                if self._transcriber is not None:  # a turn that never ended: finish it first
+                    self._finish_in_background(self._detach())
+                self.start_turn(event.turn_id, event.t, history=" ".join(self._context))
+            self.feed(event.samples)
+        elif isinstance(event, TurnEnded):
+            if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
+                # no audio ever reached this turn: its final transcript is empty, said at once
+                self.emit(FinalTranscript(event.turn_id, event.t, ""))
+                return
+            self._finish_in_background(self._detach())
+        elif isinstance(event, TurnClosed):
+            if event.user_text.strip():
+                self._context = (self._context + [event.user_text, event.reply_text])[-2 * self.context_turns:]
+
+    async def start(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor, self.backend.warmup)
+
+    async def cancel(self) -> None:
+        await self.cancel_turn()
+        for task in list(self._finals):
+            task.cancel()
+        await asyncio.gather(*self._finals, return_exceptions=True)
+
+    def close(self) -> None:
+        """Stop the worker thread (after the last turn ended; waits for a decode in flight)."""
+        if self._hops is not None:
+            self._hops.cancel()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    async def settled(self) -> None:
+        """Wait for every final transcript under way."""
+        while self._finals:
+            await asyncio.gather(*self._finals, return_exceptions=True)
+
+    # --- the imperative core (also used directly by tests and benchmarks) ---------------------
+
+    async def warmup(self) -> None:
+        await self.start()
 
     def start_turn(self, turn_id: int, t: float, history: str = "") -> None:
         """Begin an utterance whose first sample is at monotonic time `t`."""
-        if self._hops is not None:
+        if self._transcriber is not None:
             raise AsrError("a turn is already being transcribed; end it first")
         self._transcriber = StreamingTranscriber(self.backend, self.config, turn_id=turn_id,
                                                  start_time=t, history=history)
         self._pending = []
-        self._hops = asyncio.get_running_loop().create_task(self._hop_loop())
+        self._hops = asyncio.get_running_loop().create_task(self._hop_loop(self._transcriber))
 
     def feed(self, samples: np.ndarray) -> None:
         """Audio of the current turn (called on the event loop; copies are cheap)."""
@@ -51,15 +110,53 @@ class StreamingAsr:
         self._pending.append(np.array(samples, dtype=np.float32, copy=True))
 
     async def end_turn(self) -> FinalTranscript:
-        if self._transcriber is None or self._hops is None:
+        """The current turn's final transcript (also emitted)."""
+        if self._transcriber is None:
             raise AsrError("no turn is being transcribed")
-        self._hops.cancel()
-        try:
-            await self._hops
-        except asyncio.CancelledError:
-            pass
-        transcriber, audio = self._transcriber, self._take_audio()
+        return await self._final(self._detach())
+
+    async def cancel_turn(self) -> None:
+        """Drop the current turn without a final transcript (e.g. the speech was a false start)."""
+        hops = self._hops
         self._hops = self._transcriber = None
+        self._pending = []
+        if hops is not None:
+            hops.cancel()
+            await asyncio.gather(hops, return_exceptions=True)
+
+    # --- inside ---------------------------------------------------------------------------------
+
+    def _detach(self) -> tuple[StreamingTranscriber, asyncio.Task, np.ndarray]:
+        """Take the current turn off the stage, synchronously: later audio belongs to the next."""
+        detached = (self._transcriber, self._hops, self._take_audio())
+        self._transcriber = self._hops = None
+        return detached
+
+    def _finish_in_background(self, detached) -> None:
+        task = asyncio.get_running_loop().create_task(self._final_or_report(detached))
+        self._finals.add(task)
+        task.add_done_callback(self._finals.discard)
+
+    async def _final_or_report(self, detached) -> None:
+        transcriber = detached[0]
+        try:
+            await self._final(detached)
+        except asyncio.CancelledError:
+            raise
+        except ForesayError as exc:  # the turn still ends: with an empty transcript, and said why
+            self._report(transcriber, str(exc))
+        except Exception as exc:
+            log.exception("final transcript of turn %d failed", transcriber.turn_id)
+            self._report(transcriber, f"speech recognition failed: {exc}")
+
+    def _report(self, transcriber: StreamingTranscriber, text: str) -> None:
+        self.emit(StatusMessage(0, transcriber.start_time, text, "error"))
+        self.emit(FinalTranscript(transcriber.turn_id, transcriber.start_time, ""))
+
+    async def _final(self, detached) -> FinalTranscript:
+        transcriber, hops, audio = detached
+        hops.cancel()
+        await asyncio.gather(hops, return_exceptions=True)
 
         def final() -> FinalTranscript:
             transcriber.append(audio)
@@ -73,36 +170,18 @@ class StreamingAsr:
         self.emit(event)
         return event
 
-    async def cancel_turn(self) -> None:
-        """Drop the current turn without a final transcript (e.g. the speech was a false start)."""
-        if self._hops is not None:
-            self._hops.cancel()
-            try:
-                await self._hops
-            except asyncio.CancelledError:
-                pass
-        self._hops = self._transcriber = None
-        self._pending = []
-
-    def close(self) -> None:
-        """Stop the worker thread (after the last turn ended; waits for a decode in flight)."""
-        if self._hops is not None:
-            self._hops.cancel()
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
     def _take_audio(self) -> np.ndarray:
         audio = np.concatenate(self._pending) if self._pending else np.zeros(0, np.float32)
         self._pending = []
         return audio
 
-    async def _hop_loop(self) -> None:
+    async def _hop_loop(self, transcriber: StreamingTranscriber) -> None:
         loop = asyncio.get_running_loop()
         hop = self.config.hop_ms / 1000
-        transcriber = self._transcriber
         next_tick = loop.time() + hop
         while True:
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            if self._pending:
+            if self._pending and self._transcriber is transcriber:
                 audio = self._take_audio()
 
                 def step() -> PartialTranscript:
@@ -115,7 +194,8 @@ class StreamingAsr:
                 finally:
                     self.decoding = False
                 self.hops_run += 1
-                self.emit(partial)
+                if self._transcriber is transcriber:  # a turn ended meanwhile says no more partials
+                    self.emit(partial)
             late = loop.time() - next_tick
             missed = int(late // hop) if late > 0 else 0
             self.hops_skipped += missed

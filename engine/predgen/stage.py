@@ -2,22 +2,33 @@
 
 Partial transcripts are coalesced (only the newest waits; an update in flight is told to stop
 extending as soon as a newer one arrives); the final transcript finalizes the turn and the reply
-is produced sentence by sentence, each a `SentenceReady` event. Cancelling the task that awaits
-`on_final` stops the reply between sentences (barge-in); `commit` then enters into the history
-only what the user heard. All model work runs on one dedicated thread, in order.
+is produced sentence by sentence, each a `SentenceReady` event, then `ReplyDone`. When the
+reply's playback ends (`ReplyHeard`), the turn enters the history as far as the user heard it
+and `TurnClosed` says what entered. All model work runs on one dedicated thread, in order; no
+model is touched on the event loop.
+
+Nothing the user said is dropped: a turn whose reply was not yet heard when the user started
+speaking again (or whose final transcript arrives after the next turn began) is not answered
+on its own; its words are carried into the next turn's prompt (outcome "merged").
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady,
-                                   PartialTranscript, ReplyDone, SentenceReady)
+from foresay.engine.errors import ForesayError
+from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
+                                   PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
+                                   SpeechStarted, StatusMessage, TurnClosed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
 from foresay.engine.predgen.verifiers import Verifier
+from foresay.engine.stage import Stage
+
+log = logging.getLogger(__name__)
 
 
 def partial_prompt(event: PartialTranscript) -> str:
@@ -26,7 +37,10 @@ def partial_prompt(event: PartialTranscript) -> str:
     return " ".join(event.committed.split() + tentative[:-1])
 
 
-class PredGenStage:
+class PredGenStage(Stage):
+    consumes = (SpeechStarted, PartialTranscript, FinalTranscript, ReplyStarted, ReplyHeard, Interrupt)
+    name = "language model"
+
     def __init__(self, conv: Conversation, emit: Callable[[Event], None],
                  config: PredGenConfig = PredGenConfig(), verifier: Verifier | None = None,
                  speculate: bool = True, clock: Callable[[], float] = time.monotonic,
@@ -41,18 +55,70 @@ class PredGenStage:
         self.speculate = speculate
         self.clock = clock
         self.yield_to = yield_to
-        self.turn: PredGenTurn | None = None
-        self.records: list[TurnRecord] = []
+        self.turn: PredGenTurn | None = None   # created and used on the worker thread only
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foresay-llm")
         self._newest: PartialTranscript | None = None
         self._speculation: asyncio.Task | None = None
+        self._reply: asyncio.Task | None = None
+        self._reply_turn: int | None = None   # the turn being answered, until it is closed
+        self._reply_text = ""                 # what it answers (carried words included)
+        self._heard_from: set[int] = set()    # turns whose reply reached playback
+        self._latest_turn = 0                 # newest turn the user started
+        self._carried = ""                    # words of superseded turns, for the next prompt
+        self._tasks: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _run(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
+    # --- the stage contract ------------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, SpeechStarted):
+            self._latest_turn = max(self._latest_turn, event.turn_id)
+            if self._reply_turn is not None and self._reply_turn < event.turn_id \
+                    and self._reply_turn not in self._heard_from:
+                self.emit(Interrupt(self._reply_turn, event.t))  # not heard yet: the words carry over
+        elif isinstance(event, PartialTranscript):
+            self.on_partial(event)
+        elif isinstance(event, FinalTranscript):
+            self._spawn(self._answer(event))
+        elif isinstance(event, ReplyStarted):
+            self._heard_from.add(event.turn_id)
+        elif isinstance(event, ReplyHeard):
+            if event.turn_id == self._reply_turn:
+                self._spawn(self._close(event.turn_id, event.heard_chars if event.interrupted else None,
+                                        event.interrupted))
+        elif isinstance(event, Interrupt):
+            self._interrupt(event.turn_id)
+
+    async def start(self) -> None:
+        await self._run(self.conv.lm.warmup)
+        await self._run(self.conv.prefill_history)
+
+    async def cancel(self) -> None:
+        for task in (self._speculation, self._reply):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (self._speculation, self._reply) if t), return_exceptions=True)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    async def warmup(self) -> None:
+        await self.start()
+
+    def new_conversation(self) -> None:
+        """History gone (the system prompt's cache is kept)."""
+        self._carried = ""
+        self._spawn(self._run(self.conv.reset))
+
+    # --- speculation ----------------------------------------------------------------------------
+
     def _turn_for(self, turn_id: int) -> PredGenTurn:
+        """The turn's PredGen state (worker thread: building it may prefill the history)."""
         if self.turn is None or self.turn.turn_id != turn_id:
-            loop = asyncio.get_running_loop()
+            loop = self._loop
 
             def first_sentence(text: str, revision: int) -> None:  # called on the worker thread
                 loop.call_soon_threadsafe(self.emit, FirstSentenceReady(turn_id, self.clock(), revision, text))
@@ -60,27 +126,30 @@ class PredGenStage:
                                     clock=self.clock, turn_id=turn_id)
         return self.turn
 
-    async def warmup(self) -> None:
-        await self._run(self.conv.lm.warmup)
-        await self._run(self.conv.prefill_history)
+    def _prompt_text(self, text: str) -> str:
+        return " ".join(s for s in (self._carried, text) if s.strip())
 
     def on_partial(self, event: PartialTranscript) -> None:
-        if not self.speculate:
+        if not self.speculate or event.turn_id < self._latest_turn:
             return
-        turn = self._turn_for(event.turn_id)
-        turn.announce(event.revision)
+        self._loop = asyncio.get_running_loop()
+        if self.turn is not None and self.turn.turn_id == event.turn_id:
+            self.turn.announce(event.revision)  # an update in flight stops extending
         self._newest = event
         if self._speculation is None or self._speculation.done():
-            self._speculation = asyncio.get_running_loop().create_task(self._speculate())
+            self._speculation = self._loop.create_task(self._speculate())
 
     async def _speculate(self) -> None:
         while self._newest is not None:
             event, self._newest = self._newest, None
             text = partial_prompt(event)
-            turn = self.turn
-            if not text or turn is None or turn.turn_id != event.turn_id:
+            if not text or event.turn_id == self._reply_turn:
                 continue
-            record = await self._run(turn.update, text, event.revision, should_stop=self.yield_to)
+
+            def update():
+                return self._turn_for(event.turn_id).update(self._prompt_text(text), event.revision,
+                                                            should_stop=self.yield_to)
+            record = await self._run(update)
             if not record.stale and record.passes:
                 self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
                                        record.accepted, record.p_end_of_turn or 0.0,
@@ -91,16 +160,62 @@ class PredGenStage:
         while self._speculation is not None and not self._speculation.done():
             await asyncio.shield(self._speculation)
 
+    # --- the reply ------------------------------------------------------------------------------
+
+    def _spawn(self, coro) -> asyncio.Task:
+        self._loop = asyncio.get_running_loop()
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def idle(self) -> None:
+        """Wait until every reply and commit under way is done."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _answer(self, final: FinalTranscript) -> None:
+        turn_id = final.turn_id
+        if turn_id < self._latest_turn:  # the user went on speaking: the words join the next turn
+            self._carried = self._prompt_text(final.text)
+            self._emit_closed(turn_id, "merged", final.text)
+            return
+        text = self._prompt_text(final.text)
+        if not text.strip():
+            self.emit(ReplyDone(turn_id, self.clock(), "", "empty"))
+            self._emit_closed(turn_id, "empty", "")
+            return
+        self._reply_turn, self._reply_text = turn_id, text
+        self._reply = asyncio.current_task()
+        try:
+            await self.on_final(FinalTranscript(turn_id, final.t, text))
+        except asyncio.CancelledError:
+            pass  # interrupted: the turn is closed by _interrupt or by ReplyHeard
+        except ForesayError as exc:
+            self._fail(turn_id, str(exc))
+        except Exception as exc:  # reported; the next turn still works
+            log.exception("the reply to turn %d failed", turn_id)
+            self._fail(turn_id, f"the reply to turn {turn_id} failed: {exc}")
+
+    def _fail(self, turn_id: int, text: str) -> None:
+        self.emit(StatusMessage(0, self.clock(), text, "error"))
+        self.emit(ReplyDone(turn_id, self.clock(), "", "failed"))
+        self._reply_turn = None
+        self._emit_closed(turn_id, "failed", "")
+
     async def on_final(self, event: FinalTranscript) -> TurnRecord:
         """Finish the turn: first sentence as soon as it is fixed, then the rest of the reply.
         Latencies count from the moment the final transcript arrived here."""
         arrived_at = self.clock()
+        self._loop = asyncio.get_running_loop()
         self._newest = None
         await self.settled()
-        turn = self._turn_for(event.turn_id)
-        record = await self._run(turn.finalize, event.text, arrived_at=arrived_at,
-                                 baseline=not self.speculate)
-        self.records.append(record)
+
+        def finalize():
+            return self._turn_for(event.turn_id).finalize(event.text, arrived_at=arrived_at,
+                                                          baseline=not self.speculate)
+        record = await self._run(finalize)
+        turn = self.turn
         if turn.sentences:
             first = turn.sentences[0]
             self.emit(SentenceReady(event.turn_id, self.clock(), 0, first.text, first.start))
@@ -108,14 +223,43 @@ class PredGenStage:
             self.emit(SentenceReady(event.turn_id, self.clock(), len(turn.sentences) - 1,
                                     sentence.text, sentence.start))
         self.emit(ReplyDone(event.turn_id, self.clock(), self.conv.lm.decode(turn.reply_ids()),
-                            record.outcome))
+                            record.outcome, record.ttfs, record.nfetfs))
         return record
+
+    def _interrupt(self, turn_id: int) -> None:
+        if turn_id != self._reply_turn:
+            return
+        if self._reply is not None and not self._reply.done():
+            self._reply.cancel()
+        if turn_id not in self._heard_from:  # nothing reached the user
+            if self._latest_turn > turn_id:
+                self._carried = self._reply_text  # it already holds the words carried before
+                self._reply_turn = None
+                self._emit_closed(turn_id, "merged", "")
+            else:
+                self._spawn(self._close(turn_id, 0, True))
+
+    async def _close(self, turn_id: int, heard_chars: int | None, interrupted: bool) -> None:
+        """Enter the turn into the history, the reply as far as it was heard."""
+        if self._reply_turn != turn_id:
+            return
+        self._reply_turn = None
+        if self._reply is not None and not self._reply.done():
+            await asyncio.gather(self._reply, return_exceptions=True)
+        turn = self.turn
+        if turn is None or turn.turn_id != turn_id or turn.record is None:
+            self._emit_closed(turn_id, "failed", "")
+            return
+        reply = await asyncio.shield(self._run(turn.commit, heard_chars))
+        self._carried = ""
+        self.emit(TurnClosed(turn_id, self.clock(), turn.prompt.user_text, reply, interrupted,
+                             turn.record.outcome))
+
+    def _emit_closed(self, turn_id: int, outcome: str, user_text: str) -> None:
+        self.emit(TurnClosed(turn_id, self.clock(), user_text, "", False, outcome))
 
     async def commit(self, heard_chars: int | None = None) -> str:
         """Enter the finished (or interrupted) turn into the history; returns the reply text kept."""
         if self.turn is None or self.turn.record is None:
             return ""
         return await self._run(self.turn.commit, heard_chars)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,104 @@
+"""Per-turn records from the events alone: latency metrics (DESIGN.md section 6) and history.
+
+`TurnLog` watches a turn's events go by, stamps them with the one monotonic clock, and when
+the turn closes emits `TurnMetrics` with the figures `foresay replay --metrics` writes. Turns
+that were never answered on their own (empty, merged into the next turn) get no record.
+`HistoryWriter` enters each closed turn into the saved conversation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from foresay.engine.events import (Event, FinalTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
+                                   TurnClosed, TurnEnded, TurnMetrics)
+from foresay.engine.stage import Stage
+
+METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
+                "ttfs_ms", "nfetfs", "tts_first_chunk_ms", "audio_latency_ms", "voice_to_voice_ms")
+UNANSWERED = ("empty", "merged")
+
+
+@dataclass
+class _Times:
+    """What one turn's metrics are computed from (monotonic seconds)."""
+    last_voiced_t: float
+    ended_t: float
+    final_at: float | None = None
+    first_sentence_at: float | None = None
+    first_chunk_at: float | None = None
+    done: ReplyDone | None = None
+    heard: ReplyHeard | None = None
+    values: dict = field(default_factory=dict)
+
+
+def _ms(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(1000 * (b - a), 2)
+
+
+class TurnLog(Stage):
+    consumes = (TurnEnded, FinalTranscript, SentenceReady, ReplyStarted, ReplyDone, ReplyHeard, TurnClosed)
+    name = "turn log"
+
+    def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
+        self.emit = emit
+        self.clock = clock
+        self.metrics: list[dict] = []
+        self._turns: dict[int, _Times] = {}
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, TurnEnded):
+            self._turns[event.turn_id] = _Times(event.last_voiced_t, event.t)
+            return
+        times = self._turns.get(event.turn_id)
+        if times is None:
+            return
+        now = self.clock()
+        if isinstance(event, FinalTranscript) and times.final_at is None:
+            times.final_at = now
+        elif isinstance(event, SentenceReady) and event.index == 0:
+            times.first_sentence_at = now
+        elif isinstance(event, ReplyStarted):
+            times.first_chunk_at = now
+        elif isinstance(event, ReplyDone):
+            times.done = event
+        elif isinstance(event, ReplyHeard):
+            times.heard = event
+        elif isinstance(event, TurnClosed):
+            del self._turns[event.turn_id]
+            if event.outcome not in UNANSWERED:
+                self._record(event, times)
+
+    def _record(self, closed: TurnClosed, times: _Times) -> None:
+        done, heard = times.done, times.heard
+        ttfs = done.ttfs if done is not None else None
+        values = {
+            "turn": closed.turn_id, "user_text": closed.user_text, "reply_text": closed.reply_text,
+            "outcome": closed.outcome,
+            "endpoint_delay_ms": _ms(times.last_voiced_t, times.ended_t),
+            "asr_final_ms": _ms(times.ended_t, times.final_at),
+            "ttfs_ms": round(1000 * ttfs, 2) if ttfs is not None else None,
+            "nfetfs": done.nfetfs if done is not None else None,
+            "tts_first_chunk_ms": _ms(times.first_sentence_at, times.first_chunk_at),
+            "audio_latency_ms": _ms(times.final_at, times.first_chunk_at),
+            "voice_to_voice_ms": _ms(times.last_voiced_t, heard.first_output_t if heard else None),
+            "underruns": heard.underruns if heard else 0,
+            "interrupted": closed.interrupted,
+        }
+        self.metrics.append(values)
+        self.emit(TurnMetrics(closed.turn_id, self.clock(), values))
+
+
+class HistoryWriter(Stage):
+    """Saves every answered turn (the reply as far as it was heard) to the conversation file."""
+    consumes = (TurnClosed,)
+    name = "history"
+
+    def __init__(self, history):
+        self.history = history
+
+    def handle(self, event: TurnClosed) -> None:
+        from foresay.app.history import HistoryTurn
+        if event.outcome not in (*UNANSWERED, "failed"):
+            self.history.append(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))

@@ -1,0 +1,120 @@
+"""The listening stage: microphone blocks in; SpeechStarted, UserAudio, TurnEnded, Interrupt out.
+
+Each block goes through mute, the echo canceller, and then either the endpointer (the user
+has the floor) or the barge-in detector (a reply is playing: the assistant's own voice must
+not start a turn). Audio heard while a reply plays is kept for `keep_audio_s`; when the user
+interrupts, or is already speaking as the reply ends, it goes to the endpointer from the
+onset of their speech, so their turn starts with its first word.
+
+Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
+other way), DraftUpdated (P(end of turn) for the endpointing policy).
+"""
+from __future__ import annotations
+
+import collections
+from typing import Callable
+
+import numpy as np
+
+from foresay.engine.events import (DraftUpdated, Event, Interrupt, ReplyHeard, ReplyStarted,
+                                   SpeechStarted, TurnEnded, UserAudio)
+from foresay.engine.stage import Stage
+
+from .blocks import AudioBlock
+from .endpoint import Endpointer, Mode
+
+
+class Listener(Stage):
+    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated)
+    name = "listener"
+
+    def __init__(self, endpointer: Endpointer, emit: Callable[[Event], None], *, bargein=None,
+                 echo=None, adaptive_endpointing: bool = True, keep_audio_s: float = 1.0,
+                 onset_margin_s: float = 0.3):
+        """`bargein`: a BargeInDetector on the playback reference (None: no barge-in);
+        `echo`: an echo canceller on the same reference (None: the microphone as it is);
+        `onset_margin_s`: audio kept before a detected onset when held audio is handed over."""
+        self.endpointer = endpointer
+        self.emit = emit
+        self.bargein = bargein
+        self.echo = echo
+        self.adaptive_endpointing = adaptive_endpointing
+        self.keep_audio_s = keep_audio_s
+        self.onset_margin_s = onset_margin_s
+        self.muted = False
+        self._held: collections.deque[AudioBlock] = collections.deque()  # heard while a reply plays
+
+    # --- audio in ---------------------------------------------------------------------------
+
+    def on_block(self, block: AudioBlock) -> None:
+        """One block of microphone (or file) audio, in capture order."""
+        raw = AudioBlock(np.zeros_like(block.samples), block.t) if self.muted else block
+        clean = self.echo.process(raw) if self.echo is not None else raw
+        if self.bargein is not None and self.bargein.armed:
+            self._hold(clean)
+            for event in self.bargein.process(clean, raw):
+                self._release_held(self.bargein.onset_t)  # the user's words start in held audio
+                self.emit(event)
+            return
+        self._held.clear()
+        self._push(clean)
+
+    def finish(self) -> None:
+        """End of input: an open turn ends where the audio ended."""
+        self._route(self.endpointer.finish())
+
+    def _hold(self, block: AudioBlock) -> None:
+        self._held.append(block)
+        while self._held[0].t_end < block.t_end - self.keep_audio_s:
+            self._held.popleft()
+
+    def _release_held(self, onset: float | None) -> None:
+        held, self._held = list(self._held), collections.deque()
+        if onset is None:
+            return
+        for block in held:
+            if block.t_end >= onset - self.onset_margin_s:
+                self._push(block)
+
+    def _push(self, block: AudioBlock) -> None:
+        self._route(self.endpointer.push(block))
+        self._stream_audio()
+
+    def _route(self, events: list[Event]) -> None:
+        for event in events:
+            if isinstance(event, TurnEnded):
+                self._stream_audio()  # the turn's last audio precedes its end
+            self.emit(event)
+            if isinstance(event, SpeechStarted):
+                self._stream_audio()  # the pre-roll
+
+    def _stream_audio(self) -> None:
+        turn = self.endpointer.turn
+        new = turn.take_new_audio() if turn is not None else None
+        if new is not None:
+            self.emit(UserAudio(turn.turn_id, new[0], new[1]))
+
+    # --- the stage contract -------------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, ReplyStarted):
+            if self.bargein is not None:
+                self.bargein.arm(event.turn_id)
+        elif isinstance(event, (ReplyHeard, Interrupt)):
+            if self.bargein is not None and self.bargein.armed:
+                speaking = self.bargein.speaking_since  # already talking as the reply ends
+                self.bargein.disarm()
+                self._release_held(speaking)
+        elif isinstance(event, DraftUpdated) and self.adaptive_endpointing:
+            self.endpointer.policy.update(event.p_end_of_turn, event.turn_id)
+
+    # --- the user's controls ------------------------------------------------------------------
+
+    def press(self, t: float) -> None:
+        self.endpointer.gate.press(t)
+
+    def release(self, t: float) -> None:
+        self.endpointer.gate.release(t)
+
+    def set_mode(self, mode: Mode | str, t: float) -> None:
+        self.endpointer.set_mode(mode, t)

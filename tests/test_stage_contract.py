@@ -1,0 +1,142 @@
+"""The stage contract: routing by event type, one global event order, turns that close, and
+nothing the user said lost between stages."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+from audio_kit import speech_clip
+
+from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
+from foresay.audio.endpoint import Endpointer, EndpointerConfig
+from foresay.audio.hangover import FixedHangover
+from foresay.audio.listener import Listener
+from foresay.audio.vad import WebRtcVad
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, ReplyDone, ReplyHeard,
+                                   SpeechStarted, TurnClosed, TurnEnded, UserAudio)
+from foresay.engine.predgen.conversation import Conversation
+from foresay.engine.predgen.stage import PredGenStage
+from foresay.engine.predgen.turn import PredGenConfig
+from foresay.engine.stage import EventBus, Stage
+
+
+@dataclass(frozen=True)
+class Ping(Event):
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class Pong(Ping):
+    pass
+
+
+class Recorder(Stage):
+    consumes = (Ping,)
+
+    def __init__(self, bus: EventBus, echo: bool = False):
+        self.bus, self.echo, self.seen = bus, echo, []
+
+    def handle(self, event):
+        self.seen.append((type(event).__name__, event.n))
+        if self.echo and type(event) is Ping:
+            self.bus.emit(Pong(0, 0.0, event.n))
+
+
+def test_the_bus_routes_by_type_in_one_global_order():
+    order = []
+    bus = EventBus(observers=[lambda e: order.append((type(e).__name__, getattr(e, "n", None)))])
+    echoing, listening = Recorder(bus, echo=True), Recorder(bus)
+    bus.connect(echoing)
+    bus.connect(listening)
+    bus.emit(Ping(0, 0.0, 1))
+    bus.emit(Ping(0, 0.0, 2))
+    bus.emit(TurnEnded(0, 0.0))  # consumed by nobody: only observed
+    # Pong is a Ping: both stages get it; it is routed after Ping 1 reached every stage
+    assert listening.seen == [("Ping", 1), ("Pong", 1), ("Ping", 2), ("Pong", 2)]
+    assert [o for o in order if o[0] != "TurnEnded"] == listening.seen and len(order) == 5
+
+
+def test_the_listener_streams_each_sample_of_a_turn_exactly_once(tmp_path):
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=0.8, after_s=1.5)
+    events: list[Event] = []
+    endpointer = Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.5))
+    listener = Listener(endpointer, events.append)
+    block = 320
+    for i in range(0, len(clip.samples), block):
+        listener.on_block(AudioBlock(clip.samples[i:i + block], 100.0 + i / SAMPLE_RATE))
+    listener.finish()
+    kinds = [type(e) for e in events]
+    assert kinds[0] is SpeechStarted and kinds[-1] is TurnEnded
+    audio = [e for e in events if isinstance(e, UserAudio)]
+    assert kinds.index(UserAudio) == 1  # the pre-roll follows the start at once
+    streamed = np.concatenate([e.samples for e in audio])
+    assert np.array_equal(streamed, endpointer.turn.audio(trimmed=False))
+    for a, b in zip(audio, audio[1:]):  # contiguous, in order, no sample twice
+        assert abs(a.t + len(a.samples) / SAMPLE_RATE - b.t) < 1e-6
+
+
+class FakeSpeaker(Stage):
+    """Plays every reply instantly and completely."""
+    consumes = (ReplyDone,)
+
+    def __init__(self, emit):
+        self.emit = emit
+
+    def handle(self, event):
+        if event.outcome not in ("empty", "merged", "failed"):
+            self.emit(ReplyHeard(event.turn_id, 0.0))
+
+
+def test_a_final_transcript_after_the_next_turn_began_joins_that_turn(tiny_lm):
+    """Turn 1's final transcript arrives after the user already started turn 2 (a slow
+    recognizer, a short pause): its words are not dropped, they open turn 2's message."""
+    seen: list[Event] = []
+    bus = EventBus(observers=[seen.append])
+    conv = Conversation(tiny_lm)
+    stage = PredGenStage(conv, bus.emit, PredGenConfig(max_new_tokens=8))
+    bus.connect(stage)
+    bus.connect(FakeSpeaker(bus.emit))
+
+    async def main():
+        bus.emit(SpeechStarted(1, 0.0))
+        bus.emit(PartialTranscript(1, 0.5, 1, "set a timer", "for"))
+        bus.emit(TurnEnded(1, 1.0))
+        bus.emit(SpeechStarted(2, 1.2))
+        bus.emit(FinalTranscript(1, 1.3, "set a timer for"))
+        bus.emit(PartialTranscript(2, 1.5, 1, "ten", "minutes"))
+        bus.emit(TurnEnded(2, 2.0))
+        bus.emit(FinalTranscript(2, 2.1, "ten minutes"))
+        while not any(isinstance(e, TurnClosed) and e.turn_id == 2 for e in seen):
+            await stage.idle()
+            await asyncio.sleep(0.01)
+        stage.close()
+
+    asyncio.run(main())
+    closed = {e.turn_id: e for e in seen if isinstance(e, TurnClosed)}
+    assert closed[1].outcome == "merged" and closed[1].reply_text == ""
+    assert closed[2].user_text == "set a timer for ten minutes" and closed[2].reply_text
+    assert [m["content"] for m in conv.messages if m["role"] == "user"] == ["set a timer for ten minutes"]
+    assert not any(isinstance(e, ReplyDone) and e.turn_id == 1 and e.outcome not in ("merged",) for e in seen)
+
+
+def test_every_turn_closes_exactly_once_even_when_there_is_nothing_to_answer(tiny_lm):
+    seen: list[Event] = []
+    bus = EventBus(observers=[seen.append])
+    stage = PredGenStage(Conversation(tiny_lm), bus.emit, PredGenConfig(max_new_tokens=8))
+    bus.connect(stage)
+    bus.connect(FakeSpeaker(bus.emit))
+
+    async def main():
+        for turn, text in ((1, ""), (2, "hello there")):
+            bus.emit(SpeechStarted(turn, 0.0))
+            bus.emit(TurnEnded(turn, 1.0))
+            bus.emit(FinalTranscript(turn, 1.0, text))
+            while not any(isinstance(e, TurnClosed) and e.turn_id == turn for e in seen):
+                await stage.idle()
+                await asyncio.sleep(0.01)
+        stage.close()
+
+    asyncio.run(main())
+    closed = [(e.turn_id, e.outcome) for e in seen if isinstance(e, TurnClosed)]
+    assert [c[0] for c in closed] == [1, 2] and closed[0][1] == "empty" and closed[1][1] == "rejected"
