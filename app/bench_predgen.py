@@ -156,7 +156,7 @@ def summarize(method: str, results, baseline) -> dict:
 def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int = 5) -> dict:
     """Cost of the same new turn (prefill it, decode `reply_tokens`) after no history and after
     `turns - 1` earlier turns, timed alternately; medians."""
-    from foresay.engine.decoding import greedy_decode
+    from foresay.engine.decoding import greedy_reply
     from foresay.engine.kv import KVCache
     from foresay.engine.predgen.conversation import Conversation
 
@@ -164,7 +164,7 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
     late = Conversation(lm, reserve_tokens=reply_tokens)
     for _ in range(turns - 1):
         prompt = late.prompt(text)
-        ids, _ = greedy_decode(late.cache, list(prompt.ids), reply_tokens)
+        ids, _ = greedy_reply(late.cache, list(prompt.ids), reply_tokens)
         late.commit_turn(prompt, ids)
     costs: dict[str, list[float]] = {"first": [], "late": [], "cold": []}
     for _ in range(repeats):
@@ -173,10 +173,10 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
             conv.cache.crop(len(conv.history_ids))  # drop the previous measurement's turn
             prompt = conv.prompt(text)
             start = time.perf_counter()
-            greedy_decode(conv.cache, list(prompt.ids), reply_tokens)
+            greedy_reply(conv.cache, list(prompt.ids), reply_tokens)
             costs[name].append(time.perf_counter() - start)
         start = time.perf_counter()
-        greedy_decode(KVCache(lm), list(late.prompt(text).ids), reply_tokens)
+        greedy_reply(KVCache(lm), list(late.prompt(text).ids), reply_tokens)
         costs["cold"].append(time.perf_counter() - start)
     first_ms, late_ms = (1000 * statistics.median(costs[k]) for k in ("first", "late"))
     return {"turns": turns, "context_tokens": len(late.prompt(text).ids), "turn_1_ms": first_ms,

@@ -10,10 +10,21 @@ from foresay.audio import cli as audio_cli
 from foresay.engine.errors import ForesayError
 
 
+class _VersionAction(argparse.Action):
+    """--version, worked out only when asked for (not on every command)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="show the version and git revision and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="foresay", description="A local voice assistant that answers while you speak.")
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     doctor.register(commands)

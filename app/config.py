@@ -20,9 +20,11 @@ from foresay.audio.playback import PlaybackConfig
 from foresay.audio.vad import VadConfig
 from foresay.engine.asr.factory import AsrConfig
 from foresay.engine.asr.streaming import StreamingConfig
+from foresay.engine.errors import ForesayError
 from foresay.engine.events import ListeningMode
 from foresay.engine.llm import LLMConfig
 from foresay.engine.predgen.turn import PredGenConfig
+from foresay.engine.predgen.verifiers import parse_verifier
 from foresay.engine.tts.espeak import EspeakConfig
 from foresay.engine.tts.zonos import ZonosConfig
 
@@ -52,14 +54,15 @@ class PredGenSettings:
     verifier: greedy (lossless) | topk:K | reflection. The rest as in PredGenConfig."""
     enabled: bool = True
     verifier: str = "greedy"
-    max_new_tokens: int = 256
-    max_draft_tokens: int = 96
-    margin_tokens: int = 4
+    max_new_tokens: int = PredGenConfig.max_new_tokens
+    max_draft_tokens: int = PredGenConfig.max_draft_tokens
+    margin_tokens: int = PredGenConfig.margin_tokens
 
     def __post_init__(self):
-        v = self.verifier
-        if not (v in ("greedy", "reflection") or (v.startswith("topk:") and v[5:].isdigit() and int(v[5:]) > 0)):
-            raise ConfigError(f"verifier must be greedy, topk:K (K >= 1) or reflection, got {v!r}")
+        try:
+            parse_verifier(self.verifier)
+        except ForesayError as exc:
+            raise ConfigError(str(exc)) from None
         self.engine_config()  # validates the numbers
 
     def engine_config(self) -> PredGenConfig:

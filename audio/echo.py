@@ -159,14 +159,6 @@ class EchoGate:
         self.echo_gain = 10 ** (c.initial_echo_gain_db / 10)   # power ratio
         self.last_expected_db = -120.0
 
-    @property
-    def delay_s(self) -> float | None:
-        return None if self.delay_frames is None else self.delay_frames * self.f
-
-    @property
-    def echo_gain_db(self) -> float:
-        return 10 * np.log10(max(self.echo_gain, 1e-12))
-
     def _reference_frames(self, t: float) -> np.ndarray:
         """Reference frames from t - (max_lag + tail) frames to t + 1 frame, one per row."""
         back = self._max_lag + self._tail

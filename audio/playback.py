@@ -233,10 +233,6 @@ class PlaybackSink:
     def underruns(self) -> int:
         return self._core.underruns if self._core else 0
 
-    @property
-    def is_playing(self) -> bool:
-        return bool(self._core) and not self._core.idle()
-
     async def enqueue(self, samples: np.ndarray, sample_rate: int, *,
                       span: tuple[int, int] | None = None,
                       text: str | None = None) -> PlaybackTicket:

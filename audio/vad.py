@@ -50,10 +50,6 @@ class Vad:
     frame_samples: int
     threshold: float = 0.5
 
-    @property
-    def frame_s(self) -> float:
-        return self.frame_samples / SAMPLE_RATE
-
     def probability(self, frame: np.ndarray) -> float:
         raise NotImplementedError
 

@@ -7,13 +7,13 @@ from foresay.engine.kv import KVCache
 
 
 @dataclass(frozen=True)
-class DecodeStats:
+class ReplyStats:
     prefill_tokens: int   # prompt tokens computed (the rest came from the cache)
     passes: int           # forward passes
 
 
-def greedy_decode(cache: KVCache, prompt_ids: list[int], max_new_tokens: int
-                  ) -> tuple[list[int], DecodeStats]:
+def greedy_reply(cache: KVCache, prompt_ids: list[int], max_new_tokens: int
+                  ) -> tuple[list[int], ReplyStats]:
     """Greedy reply to `prompt_ids` (ending with the end-of-message token if one was produced).
 
     Reuses whatever prefix of `prompt_ids` `cache` already holds.
@@ -26,4 +26,4 @@ def greedy_decode(cache: KVCache, prompt_ids: list[int], max_new_tokens: int
         logits = cache.append([out[-1]], keep_logits=1)
         passes += 1
         out.append(int(logits[-1].argmax()))
-    return out, DecodeStats(len(prompt_ids) - start, passes)
+    return out, ReplyStats(len(prompt_ids) - start, passes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from foresay.engine.llm import ChatLM
+from foresay.engine.sequences import common_prefix_length
 
 
 def _growable_layer_class():
@@ -72,14 +73,6 @@ def new_cache(lm: ChatLM):
     if _GROWABLE is not None and layers and all(type(l).__name__ == "DynamicLayer" for l in layers):
         cache.layers = [_GROWABLE() for _ in layers]
     return cache
-
-
-def common_prefix_length(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class KVCache:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
+from foresay.engine.model_registry import SHIPPED_CHAT as DEMO_CHAT, shipped_model_dir as demo_model_dir
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.fixtures import FIXTURES, ensure_fixture, random_init_model
 

@@ -1,7 +1,7 @@
 """Shared helpers for the PredGen tests: prompts and a word-by-word driver."""
 import random
 
-from foresay.engine.decoding import greedy_decode
+from foresay.engine.decoding import greedy_reply
 from foresay.engine.kv import KVCache
 
 _SUBJECTS = ["the weather in Paris", "a timer for ten minutes", "my email to the team", "the capital of Japan",
@@ -34,5 +34,5 @@ def drive_word_by_word(turn, prompt: str):
 
 
 def cold_greedy(lm, prompt_ids, max_new_tokens):
-    ids, _ = greedy_decode(KVCache(lm), list(prompt_ids), max_new_tokens)
+    ids, _ = greedy_reply(KVCache(lm), list(prompt_ids), max_new_tokens)
     return [t for t in ids if t not in lm.eos_ids]

@@ -140,3 +140,15 @@ def test_every_turn_closes_exactly_once_even_when_there_is_nothing_to_answer(tin
     asyncio.run(main())
     closed = [(e.turn_id, e.outcome) for e in seen if isinstance(e, TurnClosed)]
     assert [c[0] for c in closed] == [1, 2] and closed[0][1] == "empty" and closed[1][1] == "rejected"
+
+
+def test_runtime_code_does_not_import_training_code():
+    """The app's runtime path (models, stages, pipeline) loads without engine/demo."""
+    import subprocess
+    import sys
+    code = ("import sys; import foresay.engine.llm, foresay.engine.asr.models, foresay.app.pipeline, "
+            "foresay.app.assemble, foresay.engine.predgen.stage, foresay.engine.tts.speaker; "
+            "bad = sorted(m for m in sys.modules if m.startswith('foresay.engine.demo')); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -13,15 +13,7 @@ import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from foresay.engine.asr.errors import AsrError
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+from foresay.engine.sequences import common_prefix_length
 
 
 class DecoderCursor:

@@ -25,10 +25,6 @@ class DecodeStats:
     def rounds(self) -> int:
         return len(self.accepted_per_round)
 
-    @property
-    def mean_accepted(self) -> float:
-        return sum(self.accepted_per_round) / self.rounds if self.rounds else 0.0
-
 
 @dataclass(frozen=True)
 class DecodeResult:

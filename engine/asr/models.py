@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.fixtures import fixture_folder, is_fixture
 from foresay.engine.asr.vocab import SuppressionRules, WhisperVocab
-from foresay.engine.demo.models import DEMO_WHISPER, demo_model_dir
+from foresay.engine.model_registry import SHIPPED_WHISPER as DEMO_WHISPER, shipped_model_dir as demo_model_dir
 from foresay.engine.errors import ModelUnavailable
 
 SAMPLE_RATE = 16_000

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, TokenText
-from foresay.engine.asr.cursor import common_prefix_length
+from foresay.engine.sequences import common_prefix_length
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.models import SAMPLE_RATE, check_audio
 from foresay.engine.asr.vocab import MAX_PROMPT_TOKENS

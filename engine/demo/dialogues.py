@@ -45,7 +45,7 @@ class DomainConfig:
 
 
 @dataclass(frozen=True)
-class Turn:
+class DialogueTurn:
     user: str
     reply: str
     intent: str     # the intent or follow-up that produced the request
@@ -54,7 +54,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class Dialogue:
-    turns: tuple[Turn, ...]
+    turns: tuple[DialogueTurn, ...]
 
     def to_json(self) -> dict:
         return {"turns": [t.user for t in self.turns], "replies": [t.reply for t in self.turns],
@@ -100,7 +100,7 @@ class DialogueGenerator:
         return [self.dialogue() for _ in range(n)]
 
     def dialogue(self) -> Dialogue:
-        turns: list[Turn] = []
+        turns: list[DialogueTurn] = []
         prev: tuple[str, dict] | None = None
         for _ in range(self.rng.randint(1, self.config.max_turns)):
             turn, state = None, None
@@ -114,7 +114,7 @@ class DialogueGenerator:
 
     # --- drawing ----------------------------------------------------------------------------
 
-    def _fresh(self) -> tuple[Turn, tuple[str, dict]]:
+    def _fresh(self) -> tuple[DialogueTurn, tuple[str, dict]]:
         while True:
             intent = self.rng.choices(INTENTS, self._weights)[0]
             drawn = self._draw(intent)
@@ -162,8 +162,8 @@ class DialogueGenerator:
                 text = text[:-1] + suffix + text[-1]
         return text[:1].upper() + text[1:]
 
-    def _turn(self, text: str, name: str, slots: dict, held_out: str, reply_intent: str | None = None) -> Turn:
-        return Turn(text, reply_for(reply_intent or name, slots), name, held_out)
+    def _turn(self, text: str, name: str, slots: dict, held_out: str, reply_intent: str | None = None) -> DialogueTurn:
+        return DialogueTurn(text, reply_for(reply_intent or name, slots), name, held_out)
 
 
 def truncate_request(text: str, rng: random.Random, max_dropped: int = 3) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from foresay.engine.decoding import greedy_decode
+from foresay.engine.decoding import greedy_reply
 from foresay.engine.demo.dialogues import Dialogue
 from foresay.engine.llm import ChatLM
 from foresay.engine.predgen.conversation import Conversation
@@ -36,7 +36,7 @@ def answer(conv: Conversation, user: str, max_new_tokens: int = 64) -> str:
     """The model's greedy reply to `user` after the conversation's history (history unchanged)."""
     conv.prefill_history()
     prompt = conv.prompt(user)
-    ids, _ = greedy_decode(conv.cache, list(prompt.ids), max_new_tokens)
+    ids, _ = greedy_reply(conv.cache, list(prompt.ids), max_new_tokens)
     return conv.lm.decode(ids).strip()
 
 

@@ -30,7 +30,7 @@ class PredGenConfig:
         audio-latency figure when no TTS is attached.
     splitter: sentence splitting rules.
     """
-    max_new_tokens: int = 512
+    max_new_tokens: int = 256
     max_draft_tokens: int = 96
     margin_tokens: int = 4
     tts_latency_s: float = 0.15

@@ -126,16 +126,22 @@ class ReflectionVerifier:
         return n + greedy_prefix(inp.draft[n:], inp.logits[n:])
 
 
+def parse_verifier(spec: str) -> tuple[str, int | None]:
+    """("greedy", None), ("topk", K) or ("reflection", None) from "greedy", "topk:K" or
+    "reflection"; the one place these names are read."""
+    if spec in ("greedy", "reflection"):
+        return spec, None
+    kind, _, k = spec.partition(":")
+    if kind == "topk" and k.isdigit() and int(k) >= 1:
+        return "topk", int(k)
+    raise ForesayError(f"verifier must be greedy, topk:K (a whole number K >= 1) or reflection, got {spec!r}")
+
+
 def make_verifier(spec: str, lm: ChatLM) -> Verifier:
     """"greedy", "topk:K" or "reflection"."""
-    if spec == "greedy":
-        return GreedyVerifier()
-    if spec.startswith("topk"):
-        _, _, k = spec.partition(":")
-        try:
-            return TopKVerifier(int(k or 3))
-        except ValueError:
-            raise ForesayError(f"bad verifier {spec!r}: write topk:K with a whole number K") from None
-    if spec == "reflection":
+    kind, k = parse_verifier(spec)
+    if kind == "topk":
+        return TopKVerifier(k)
+    if kind == "reflection":
         return ReflectionVerifier(ReflectionJudge(lm))
-    raise ForesayError(f"unknown verifier {spec!r}: use greedy, topk:K or reflection")
+    return GreedyVerifier()

@@ -9,7 +9,7 @@ from foresay.engine.tts.errors import InvalidTtsConfig, SynthesisFailed
 from foresay.engine.tts.hold import HoldPolicy, UnderrunFreeHold
 from foresay.engine.tts.pool import HeldPreparations
 from foresay.engine.tts.prepared import Prepared, SynthesisJob
-from foresay.engine.tts.segments import Segment, SentenceSplitter
+from foresay.engine.tts.segments import Segment, SegmentSplitter
 from foresay.engine.tts.timing import SynthesisTiming
 
 
@@ -18,7 +18,7 @@ class PreparationOptions:
     """How engines prepare ahead; shared by every engine's config."""
     hold: HoldPolicy = field(default_factory=UnderrunFreeHold)  # how much audio before holding
     max_held: int = 3            # preparations held at once; a new one cancels the oldest beyond it
-    splitter: SentenceSplitter = field(default_factory=SentenceSplitter)  # text -> segments
+    splitter: SegmentSplitter = field(default_factory=SegmentSplitter)  # text -> segments
     rtf_smoothing: float = 0.3   # weight of the newest preparation in the running RTF estimate
     initial_rtf: float = 1.0     # RTF assumed before warmup measured one
 

@@ -22,7 +22,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class SentenceSplitter:
+class SegmentSplitter:
     """Splits at sentence ends (the rules of `foresay.engine.sentences`: abbreviations, decimals
     and list numbers do not end a sentence); sentences longer than `max_chars` are cut at a
     clause mark (, ; : or a dash) and, failing those, at the last space before the limit."""

@@ -1,0 +1,32 @@
+"""Where the models that ship with Foresay live: names -> folders of package data.
+
+Runtime code (`engine/llm.py`, `engine/asr/models.py`) resolves built-in names here; the
+training code in `engine/demo` writes into these folders and reads the same table, so runtime
+never imports training code.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from foresay.engine.errors import ModelUnavailable
+
+# model name (as given to --model, --target, --draft and profiles) -> folder under assets/models/
+SHIPPED_CHAT: dict[str, str] = {"demo": "demo-chat"}
+SHIPPED_WHISPER: dict[str, str] = {"demo": "demo-whisper", "demo-draft": "demo-whisper-draft"}
+
+
+def shipped_models_root() -> Path:
+    return Path(str(resources.files("foresay.assets").joinpath("models")))
+
+
+def shipped_model_dir(name: str, table: dict[str, str]) -> Path:
+    """The folder of shipped model `name` in `table`; a clear error when this install lacks it."""
+    if name not in table:
+        raise ModelUnavailable(f"{name!r} is not a shipped model (there are: {', '.join(table)})")
+    folder = shipped_models_root() / table[name]
+    if not (folder / "config.json").exists():
+        raise ModelUnavailable(f"shipped model {name!r} is missing from {folder}: this install comes "
+                               f"without it; train it (README, 'Demo models': python -m "
+                               f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train)")
+    return folder
