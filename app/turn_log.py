@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.events import (Event, FinalTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
-                                   TurnClosed, TurnEnded, TurnMetrics)
+                                   TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
 from foresay.engine.stage import Stage
 
 METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
@@ -28,6 +28,7 @@ class _Times:
     final_at: float | None = None
     first_sentence_at: float | None = None
     first_chunk_at: float | None = None
+    resumed: int = 0    # times the user went on after the end was declared
     done: ReplyDone | None = None
     heard: ReplyHeard | None = None
     values: dict = field(default_factory=dict)
@@ -38,7 +39,8 @@ def _ms(a: float | None, b: float | None) -> float | None:
 
 
 class TurnLog(Stage):
-    consumes = (TurnEnded, FinalTranscript, SentenceReady, ReplyStarted, ReplyDone, ReplyHeard, TurnClosed)
+    consumes = (TurnEnded, TurnResumed, FinalTranscript, SentenceReady, ReplyStarted, ReplyDone, ReplyHeard,
+                TurnClosed)
     name = "turn log"
 
     def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
@@ -48,14 +50,17 @@ class TurnLog(Stage):
         self._turns: dict[int, _Times] = {}
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, TurnEnded):
-            self._turns[event.turn_id] = _Times(event.last_voiced_t, event.t)
+        if isinstance(event, TurnEnded):  # a resumed turn ends again: its times start over
+            resumed = self._turns[event.turn_id].resumed if event.turn_id in self._turns else 0
+            self._turns[event.turn_id] = _Times(event.last_voiced_t, event.t, resumed=resumed)
             return
         times = self._turns.get(event.turn_id)
         if times is None:
             return
         now = self.clock()
-        if isinstance(event, FinalTranscript) and times.final_at is None:
+        if isinstance(event, TurnResumed):
+            times.resumed += 1
+        elif isinstance(event, FinalTranscript) and times.final_at is None:
             times.final_at = now
         elif isinstance(event, SentenceReady) and event.index == 0:
             times.first_sentence_at = now
@@ -85,6 +90,7 @@ class TurnLog(Stage):
             "voice_to_voice_ms": _ms(times.last_voiced_t, heard.first_output_t if heard else None),
             "underruns": heard.underruns if heard else 0,
             "interrupted": closed.interrupted,
+            "resumed": times.resumed,
         }
         self.metrics.append(values)
         self.emit(TurnMetrics(closed.turn_id, self.clock(), values))

@@ -37,6 +37,19 @@ class TurnEnded(Event):
 
 
 @dataclass(frozen=True)
+class VoicePaused(Event):
+    """Voice activity stopped inside an open turn (the silence may or may not end the turn);
+    `last_voiced_t` is the end of the last voiced frame. The recognizer decodes at once."""
+    last_voiced_t: float = 0.0
+
+
+@dataclass(frozen=True)
+class TurnResumed(Event):
+    """The user spoke again soon after their turn was declared ended: the same turn goes on
+    (its reply stops, the new words join it)."""
+
+
+@dataclass(frozen=True)
 class Interrupt(Event):
     """Stop the reply to `turn_id`: the user spoke over it (barge-in), pressed stop, or began
     a new turn before it was heard."""
@@ -57,6 +70,9 @@ class PartialTranscript(Event):
     revision: int = 0
     committed: str = ""
     tentative: str = ""
+    # All the audio so far was decoded as the final transcript would be (the voice paused): if
+    # the turn ends now, this is its final text, and its last word is not still growing.
+    complete: bool = False
 
     @property
     def text(self) -> str:

@@ -93,3 +93,78 @@ def test_a_cancelled_turn_emits_nothing_more():
     final = asyncio.run(main())
     stage.close()
     assert final.turn_id == 2 and final.text == "turn the lights off"
+
+
+def _bus_events(backend, script):
+    """Run `script(stage)` (a coroutine function) on a stage wired to a list of events."""
+    events = []
+    stage = StreamingAsr(backend, events.append, StreamingConfig(hop_ms=50))
+
+    async def main():
+        await script(stage)
+        await stage.settled()
+        stage.close()
+    asyncio.run(main())
+    return events
+
+
+def test_the_next_turn_never_mixes_into_a_final_still_decoding():
+    """Turn 2's audio arrives while turn 1's (slow) final transcript is still decoding: each
+    turn's transcript holds exactly its own words."""
+    from foresay.engine.events import TurnEnded, UserAudio
+    first = SyntheticUtterance(WORDS)
+    backend = SlowScripted(first, seconds=0.2)
+
+    async def script(stage):
+        stage.handle(UserAudio(1, 0.0, first.audio()))
+        stage.handle(TurnEnded(1, 2.0, last_voiced_t=1.8))
+        stage.handle(UserAudio(2, 3.0, first.audio()[: len(first.audio()) // 2]))
+        stage.handle(TurnEnded(2, 4.0, last_voiced_t=3.8))
+
+    events = _bus_events(backend, script)
+    finals = {e.turn_id: e.text for e in events if isinstance(e, FinalTranscript)}
+    assert finals[1] == "turn the lights off"
+    assert finals[2] and finals[2] != finals[1] and "off" not in finals[2]
+
+
+def test_a_pause_decodes_at_once_and_ending_the_turn_then_costs_no_decode():
+    from foresay.engine.events import TurnEnded, UserAudio, VoicePaused
+    utterance = SyntheticUtterance(WORDS)
+    backend = ScriptedBackend(utterance)
+    calls = {}
+
+    async def script(stage):
+        audio = utterance.audio()
+        stage.handle(UserAudio(1, 0.0, audio))
+        stage.handle(VoicePaused(1, len(audio) / SAMPLE_RATE, last_voiced_t=1.0))
+        await stage.settled()
+        calls["before_end"] = len(backend.calls)
+        stage.handle(TurnEnded(1, 3.0, last_voiced_t=1.0))
+        calls["after_end"] = len(backend.calls)
+
+    events = _bus_events(backend, script)
+    complete = [e for e in events if isinstance(e, PartialTranscript) and e.complete]
+    finals = [e for e in events if isinstance(e, FinalTranscript)]
+    assert complete and complete[-1].text == "turn the lights off"
+    assert [f.text for f in finals] == ["turn the lights off"]
+    assert calls["after_end"] == calls["before_end"]  # the final was the speculative one
+
+
+def test_a_resumed_turn_keeps_what_it_heard_and_transcribes_the_rest():
+    from foresay.engine.events import TurnEnded, TurnResumed, UserAudio
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    cut = int(utterance.timeline()[2][0])  # "turn the" | "lights off"
+    backend = ScriptedBackend(utterance)
+
+    async def script(stage):
+        stage.handle(UserAudio(1, 0.0, audio[:cut]))
+        stage.handle(TurnEnded(1, 1.0, last_voiced_t=0.9))
+        await stage.settled()
+        stage.handle(TurnResumed(1, 1.1))
+        stage.handle(UserAudio(1, cut / SAMPLE_RATE, audio[cut:]))
+        stage.handle(TurnEnded(1, 3.0, last_voiced_t=2.5))
+
+    events = _bus_events(backend, script)
+    finals = [e.text for e in events if isinstance(e, FinalTranscript)]
+    assert finals[0] == "turn the" and finals[-1] == "turn the lights off"

@@ -25,14 +25,14 @@ from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, StatusMessage, TurnClosed,
-                                   TurnEnded, UserAudio)
+                                   TurnEnded, TurnResumed, UserAudio, VoicePaused)
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
 
 
 class StreamingAsr(Stage):
-    consumes = (UserAudio, TurnEnded, TurnClosed)
+    consumes = (UserAudio, VoicePaused, TurnEnded, TurnResumed, TurnClosed)
     name = "speech recognizer"
 
     def __init__(self, backend: AsrBackend, emit: Callable[[Event], None],
@@ -46,6 +46,8 @@ class StreamingAsr(Stage):
         self._hops: asyncio.Task | None = None
         self._finals: set[asyncio.Task] = set()
         self._context: list[str] = []
+        self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript]] = {}
+        self._finished: tuple[int, StreamingTranscriber] | None = None  # the last turn ended
         self.hops_run = 0
         self.hops_skipped = 0
         self.decoding = False  # a hop or the final is being decoded (other stages may yield)
@@ -54,17 +56,32 @@ class StreamingAsr(Stage):
 
     def handle(self, event: Event) -> None:
         if isinstance(event, UserAudio):
+            if self._transcriber is None and self._finished is not None and self._finished[0] == event.turn_id:
+                self._resume(TurnResumed(event.turn_id, event.t))  # a turn declared ended goes on
             if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
                 if self._transcriber is not None:  # a turn that never ended: finish it first
                     self._finish_in_background(self._detach())
                 self.start_turn(event.turn_id, event.t, history=" ".join(self._context))
             self.feed(event.samples)
+        elif isinstance(event, VoicePaused):
+            if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
+                self._spawn(self._preview(self._transcriber))
         elif isinstance(event, TurnEnded):
             if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
                 # no audio ever reached this turn: its final transcript is empty, said at once
                 self.emit(FinalTranscript(event.turn_id, event.t, ""))
                 return
-            self._finish_in_background(self._detach())
+            preview = self._previews.pop(event.turn_id, None)
+            detached = self._detach()
+            if preview is not None and preview[0] is detached[0] and event.last_voiced_t <= preview[1].t + 1e-3:
+                # every voiced sample was in the speculative final: ending the turn costs nothing
+                detached[1].cancel()
+                self._finished = (event.turn_id, detached[0])
+                self.emit(preview[1])
+            else:
+                self._finish_in_background(detached)
+        elif isinstance(event, TurnResumed):
+            self._resume(event)
         elif isinstance(event, TurnClosed):
             if event.user_text.strip():
                 self._context = (self._context + [event.user_text, event.reply_text])[-2 * self.context_turns:]
@@ -132,10 +149,43 @@ class StreamingAsr(Stage):
         self._transcriber = self._hops = None
         return detached
 
-    def _finish_in_background(self, detached) -> None:
-        task = asyncio.get_running_loop().create_task(self._final_or_report(detached))
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._finals.add(task)
         task.add_done_callback(self._finals.discard)
+
+    def _finish_in_background(self, detached) -> None:
+        self._finished = (detached[0].turn_id, detached[0])
+        self._spawn(self._final_or_report(detached))
+
+    async def _preview(self, transcriber: StreamingTranscriber) -> None:
+        """The voice paused: decode all audio so far as the final would, at once (not on the
+        next tick), and offer it as a complete partial so PredGen verifies the final prompt
+        while the silence lasts."""
+        audio = self._take_audio()
+
+        def work() -> FinalTranscript:
+            transcriber.append(audio)
+            return transcriber.preview_final()
+
+        self.decoding = True
+        try:
+            final = await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        finally:
+            self.decoding = False
+        if self._transcriber is transcriber:  # still this turn's, still open
+            self._previews = {transcriber.turn_id: (transcriber, final)}
+            self.emit(PartialTranscript(final.turn_id, final.t, transcriber.revision, final.text, "",
+                                        complete=True))
+
+    def _resume(self, event: TurnResumed) -> None:
+        """The turn declared ended goes on: its transcriber (with all it heard) listens again."""
+        if self._finished is None or self._finished[0] != event.turn_id or self._transcriber is not None:
+            return
+        transcriber = self._finished[1]
+        self._finished = None
+        self._transcriber = transcriber
+        self._hops = asyncio.get_running_loop().create_task(self._hop_loop(transcriber))
 
     async def _final_or_report(self, detached) -> None:
         transcriber = detached[0]
@@ -167,7 +217,8 @@ class StreamingAsr(Stage):
             event = await asyncio.get_running_loop().run_in_executor(self._executor, final)
         finally:
             self.decoding = False
-        self.emit(event)
+        if self._transcriber is not transcriber:  # not resumed meanwhile
+            self.emit(event)
         return event
 
     def _take_audio(self) -> np.ndarray:

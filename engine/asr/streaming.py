@@ -119,6 +119,21 @@ class StreamingTranscriber:
         return FinalTranscript(turn_id=self.turn_id, t=self._time(),
                                text=self.backend.text.decode(self.finalized + current).strip())
 
+    def preview_final(self) -> FinalTranscript:
+        """What `finish()` would say now, without ending anything: hops may follow (the user
+        speaks again) and the committed words stay as they were. Also advances the revision,
+        so a transcript built from it supersedes the partials before it."""
+        committed = self.committed
+        if self.config.final_redecode and not self.trims:
+            self.committed = []
+        try:
+            current = self._decode()
+        finally:
+            self.committed = committed
+        self.revision += 1
+        return FinalTranscript(turn_id=self.turn_id, t=self._time(),
+                               text=self.backend.text.decode(self.finalized + current).strip())
+
     def _time(self) -> float:
         return self.start_time + self.samples_heard / SAMPLE_RATE
 

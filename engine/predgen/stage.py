@@ -22,7 +22,7 @@ from typing import Callable
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
                                    PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
-                                   SpeechStarted, StatusMessage, TurnClosed)
+                                   SpeechStarted, StatusMessage, TurnClosed, TurnResumed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
 from foresay.engine.predgen.verifiers import Verifier
@@ -32,13 +32,15 @@ log = logging.getLogger(__name__)
 
 
 def partial_prompt(event: PartialTranscript) -> str:
-    """The committed words plus the tentative ones, without a last word that may still grow."""
+    """The committed words plus the tentative ones, without a last word that may still grow
+    (all of them when the transcript is complete)."""
     tentative = event.tentative.split()
-    return " ".join(event.committed.split() + tentative[:-1])
+    return " ".join(event.committed.split() + (tentative if event.complete else tentative[:-1]))
 
 
 class PredGenStage(Stage):
-    consumes = (SpeechStarted, PartialTranscript, FinalTranscript, ReplyStarted, ReplyHeard, Interrupt)
+    consumes = (SpeechStarted, PartialTranscript, FinalTranscript, ReplyStarted, ReplyHeard, Interrupt,
+                TurnResumed)
     name = "language model"
 
     def __init__(self, conv: Conversation, emit: Callable[[Event], None],
@@ -66,6 +68,7 @@ class PredGenStage(Stage):
         self._latest_turn = 0                 # newest turn the user started
         self._carried = ""                    # words of superseded turns, for the next prompt
         self._tasks: set[asyncio.Task] = set()
+        self._restart: int | None = None      # a resumed turn: its state is rebuilt before use
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _run(self, fn, *args, **kwargs):
@@ -91,6 +94,8 @@ class PredGenStage(Stage):
                                         event.interrupted))
         elif isinstance(event, Interrupt):
             self._interrupt(event.turn_id)
+        elif isinstance(event, TurnResumed):
+            self._resume(event)
 
     async def start(self) -> None:
         await self._run(self.conv.lm.warmup)
@@ -117,6 +122,14 @@ class PredGenStage(Stage):
 
     def _turn_for(self, turn_id: int) -> PredGenTurn:
         """The turn's PredGen state (worker thread: building it may prefill the history)."""
+        if self.turn is not None and self.turn.turn_id == turn_id and self._restart == turn_id:
+            self._restart = None
+            old = self.turn
+            self.turn = None
+            new = self._turn_for(turn_id)
+            if old.prompt is not None and old.draft:
+                new.adopt_draft(old.prompt.user_text, old.draft)  # a finished turn cannot go on itself
+            return new
         if self.turn is None or self.turn.turn_id != turn_id:
             loop = self._loop
 
@@ -225,6 +238,18 @@ class PredGenStage(Stage):
         self.emit(ReplyDone(event.turn_id, self.clock(), self.conv.lm.decode(turn.reply_ids()),
                             record.outcome, record.ttfs, record.nfetfs))
         return record
+
+    def _resume(self, event: TurnResumed) -> None:
+        """The user went on speaking: the reply stops unheard-of (nothing enters the history),
+        and the turn speculates again from where its draft was."""
+        self._restart = event.turn_id
+        if self._reply_turn != event.turn_id:
+            return
+        self._reply_turn = None
+        if self._reply is not None and not self._reply.done():
+            self._reply.cancel()
+        self._heard_from.discard(event.turn_id)
+        self.emit(Interrupt(event.turn_id, event.t))
 
     def _interrupt(self, turn_id: int) -> None:
         if turn_id != self._reply_turn:
