@@ -2,9 +2,10 @@
 
 Each block goes through mute, the echo canceller, and then either the endpointer (the user
 has the floor) or the barge-in detector (a reply is playing: the assistant's own voice must
-not start a turn). Audio heard while a reply plays is kept for `keep_audio_s`; when the user
-interrupts, or is already speaking as the reply ends, it goes to the endpointer from the
-onset of their speech, so their turn starts with its first word.
+not start a turn). Audio heard while a reply plays is kept (the last `keep_audio_s`, and all
+of any user speech the detector hears); when the user interrupts, or is still speaking as the
+reply ends without having interrupted it, that audio goes to the endpointer from the onset of
+their speech, so their turn starts with its first word and nothing they said is dropped.
 
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
 other way), DraftUpdated (P(end of turn) for the endpointing policy).
@@ -30,7 +31,7 @@ class Listener(Stage):
 
     def __init__(self, endpointer: Endpointer, emit: Callable[[Event], None], *, bargein=None,
                  echo=None, adaptive_endpointing: bool = True, keep_audio_s: float = 1.0,
-                 onset_margin_s: float = 0.3):
+                 onset_margin_s: float = 0.3, max_hold_s: float = 30.0):
         """`bargein`: a BargeInDetector on the playback reference (None: no barge-in);
         `echo`: an echo canceller on the same reference (None: the microphone as it is);
         `onset_margin_s`: audio kept before a detected onset when held audio is handed over."""
@@ -41,6 +42,7 @@ class Listener(Stage):
         self.adaptive_endpointing = adaptive_endpointing
         self.keep_audio_s = keep_audio_s
         self.onset_margin_s = onset_margin_s
+        self.max_hold_s = max_hold_s
         self.muted = False
         self._held: collections.deque[AudioBlock] = collections.deque()  # heard while a reply plays
 
@@ -64,8 +66,14 @@ class Listener(Stage):
         self._route(self.endpointer.finish())
 
     def _hold(self, block: AudioBlock) -> None:
+        """Keep the last `keep_audio_s`, and all of the user speech heard now (however long it
+        runs without making an interrupt), up to `max_hold_s`."""
         self._held.append(block)
-        while self._held[0].t_end < block.t_end - self.keep_audio_s:
+        keep_from = block.t_end - self.keep_audio_s
+        speaking = self.bargein.speaking_since
+        if speaking is not None:
+            keep_from = max(min(keep_from, speaking - self.onset_margin_s), block.t_end - self.max_hold_s)
+        while self._held[0].t_end < keep_from:
             self._held.popleft()
 
     def _release_held(self, onset: float | None) -> None:

@@ -210,3 +210,46 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
     assert [m["content"] for m in conv.messages if m["role"] == "user"] == ["set a timer for ten minutes"]
     second = speaker.done[1].text
     assert closed[0].reply_text == second and len(conv.messages) == 2
+
+
+class QuietBargeIn:
+    """A barge-in detector that hears the user from `onset` on but never interrupts."""
+
+    def __init__(self, onset):
+        self.onset, self.armed, self.onset_t = onset, False, None
+        self.speaking_since = None
+
+    def arm(self, turn_id):
+        self.armed = True
+
+    def disarm(self):
+        self.armed = False
+
+    def process(self, block, raw=None):
+        if block.t >= self.onset:
+            self.speaking_since = self.onset
+        return []
+
+
+def test_speech_over_a_reply_that_never_interrupts_it_becomes_the_next_turn(tmp_path):
+    """The user talks over the end of the reply (3 s, too quiet or too short a run for a
+    barge-in): when the reply ends, all of it goes to the endpointer and makes the next turn."""
+    from foresay.engine.events import ReplyHeard, ReplyStarted
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5)
+    events: list[Event] = []
+    onset = 100.0 + clip.speech_start
+    listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.5)), events.append,
+                        bargein=QuietBargeIn(onset))
+    listener.handle(ReplyStarted(7, 100.0))
+    block = 320
+    reply_ends = 100.0 + clip.speech_start + 1.5  # mid-sentence
+    for i in range(0, len(clip.samples), block):
+        t = 100.0 + i / SAMPLE_RATE
+        if t >= reply_ends and listener.bargein.armed:
+            listener.handle(ReplyHeard(7, t))
+        listener.on_block(AudioBlock(clip.samples[i:i + block], t))
+    listener.finish()
+    started = [e for e in events if isinstance(e, SpeechStarted)]
+    assert len(started) == 1 and abs(started[0].t - onset) < 0.1  # from the first word, not the last
+    audio = [e for e in events if isinstance(e, UserAudio)]
+    assert audio[0].t <= onset - 0.2
