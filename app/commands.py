@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from foresay.app.config import Settings, load_settings
-from foresay.app.pipeline import METRIC_NAMES
+from foresay.app.turn_log import METRIC_NAMES
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, SentenceReady,
                                    StatusMessage, TurnMetrics)

@@ -19,7 +19,7 @@ import asyncio
 import time
 from typing import Callable, Sequence
 
-from foresay.app.turn_log import METRIC_NAMES, TurnLog  # noqa: F401  (METRIC_NAMES: part of the API)
+from foresay.app.turn_log import TurnLog
 from foresay.audio.listener import Listener
 from foresay.engine.asr.stage import StreamingAsr
 from foresay.engine.events import Interrupt, StatusMessage, TurnClosed, TurnEnded

@@ -38,10 +38,11 @@ def test_demo_chat_guesses_from_a_partial_request(demo_lm):
 
 
 def test_a_missing_demo_model_says_how_to_get_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(demo_models, "demo_models_root", lambda: tmp_path)
+    from foresay.engine import model_registry
+    monkeypatch.setattr(model_registry, "shipped_models_root", lambda: tmp_path)
     with pytest.raises(ModelUnavailable, match="missing.*train it"):
         load_llm(LLMConfig(model="demo"))
-    with pytest.raises(ModelUnavailable, match="not a demo model"):
+    with pytest.raises(ModelUnavailable, match="not a shipped model"):
         demo_models.demo_model_dir("nope", demo_models.DEMO_CHAT)
 
 

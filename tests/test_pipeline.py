@@ -145,7 +145,7 @@ def test_replay_command_writes_metrics_jsonl(tmp_path, fixture_dir, capsys):
     import json
 
     from foresay.app.cli import main
-    from foresay.app.pipeline import METRIC_NAMES
+    from foresay.app.turn_log import METRIC_NAMES
     config = tmp_path / "c.toml"
     config.write_text('[app]\nprofile = "tiny-random"\n[predgen]\nmax_new_tokens = 12\n')
     audio = recording(tmp_path, ["What is the capital of Japan?"])
