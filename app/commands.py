@@ -121,10 +121,10 @@ def run_live(args) -> int:
         from foresay.app.gui import run_gui
         return run_gui(args)
     settings = settings_from(args)
-    return asyncio.run(_live(settings))
+    return asyncio.run(_live(settings, resume=args.resume))
 
 
-async def _live(settings: Settings) -> int:
+async def _live(settings: Settings, resume: bool = False) -> int:
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.capture import MicSource
@@ -135,7 +135,12 @@ async def _live(settings: Settings) -> int:
     mic, playback = settings.audio.mic_config(), settings.audio.playback_config()
     resolve_device(mic.device, "input")
     resolve_device(playback.device, "output")
-    history = HistoryStore(settings.app.history_dir)
+    history = HistoryStore(settings.app.history_dir, resume=resume)
+    if history.notice:
+        print(f"[warning] {history.notice}", file=sys.stderr)
+    if resume:
+        print(f"resumed {history.path.name} ({len(history.turns)} turn(s))" if history.turns
+              else "no saved conversation to resume: starting a new one")
     pipeline = await build_pipeline(settings, MicSource(mic), DeviceSink(playback), [ConsolePrinter()],
                                     history=history)
     print(f"listening ({settings.app.mode}); Ctrl+C to stop")
@@ -193,6 +198,8 @@ def run_bench_e2e(args) -> int:
 def register(commands, benches) -> None:
     p = commands.add_parser("run", help="talk to Foresay (the window, or --no-ui in the terminal)")
     p.add_argument("--no-ui", action="store_true", help="run headless in the terminal")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest saved conversation (default: start a new one)")
     add_settings_arguments(p)
     p.set_defaults(func=run_live)
 

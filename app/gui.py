@@ -40,11 +40,15 @@ class App:
     """Owns the window and the running pipeline; restarts the pipeline when settings change.
 
     load_profile(name) gives the settings of another profile (the settings dialog's profile
-    choice, the offline profile offered when a model is missing)."""
+    choice, the offline profile offered when a model is missing). The conversation starts new
+    (or resumes the latest with `resume`) and goes on across restarts for new settings."""
 
     def __init__(self, settings: Settings, window, bridge,
-                 load_profile: Callable[[str], Settings] = lambda name: load_settings(profile=name)):
+                 load_profile: Callable[[str], Settings] = lambda name: load_settings(profile=name),
+                 resume: bool = False):
         self.settings = settings
+        self.resume = resume
+        self.history = None
         self.window = window
         self.bridge = bridge
         self.load_profile = load_profile
@@ -57,6 +61,7 @@ class App:
         w.mute_toggled.connect(lambda on: self.pipeline and setattr(self.pipeline, "muted", bool(on)))
         w.stop_reply.connect(lambda: self.pipeline and self.pipeline.stop_reply())
         w.new_conversation.connect(lambda: self.pipeline and self.pipeline.new_conversation())
+        w.resume_conversation.connect(self.resume_latest)
         w.input_device_changed.connect(lambda name: self.restart(audio_input=name))
         w.output_device_changed.connect(lambda name: self.restart(audio_output=name))
         w.settings_changed.connect(lambda choices: self.restart(choices=choices))
@@ -92,10 +97,27 @@ class App:
             self.task.cancel()
         self.start()
 
+    def resume_latest(self) -> None:
+        """File ▸ Resume last conversation: the latest saved conversation becomes the context."""
+        self.history, self.resume = None, True
+        self.restart()
+
+    def _history(self):
+        from foresay.app.history import HistoryStore
+
+        if self.history is None:
+            self.history = HistoryStore(self.settings.app.history_dir, resume=self.resume)
+            if self.history.notice:
+                self.bridge.post(StatusMessage(0, 0.0, self.history.notice, "warning"))
+            elif self.resume:
+                n = len(self.history.turns)
+                self.bridge.post(StatusMessage(0, 0.0, f"resumed {self.history.path.name} ({n} turn(s))"
+                                               if n else "no saved conversation to resume", "info"))
+        return self.history
+
     async def _run(self) -> None:
 
         from foresay.app.assemble import build_pipeline
-        from foresay.app.history import HistoryStore
         from foresay.audio.capture import MicSource
         from foresay.audio.playback import DeviceSink
 
@@ -103,8 +125,7 @@ class App:
         try:
             source = MicSource(s.audio.mic_config())
             sink = DeviceSink(s.audio.playback_config())
-            self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post],
-                                                 history=HistoryStore(s.app.history_dir))
+            self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post], history=self._history())
             await self.pipeline.run()
         except asyncio.CancelledError:
             raise
@@ -180,7 +201,8 @@ def run_gui(args) -> int:
     except ForesayError as exc:
         bridge.post(StatusMessage(0, 0.0, str(exc), "warning"))
     window.show()
-    controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set))
+    controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set),
+                     resume=getattr(args, "resume", False))
     controller.start()
     with loop:
         app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())

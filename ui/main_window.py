@@ -60,6 +60,7 @@ class MainWindow(QMainWindow):
     output_device_changed = Signal(str)
     settings_changed = Signal(object)      # SettingsChoices
     new_conversation = Signal()
+    resume_conversation = Signal()         # continue the latest saved conversation
     profile_requested = Signal(str)        # a profile to switch to (the offline profile offer)
 
     def __init__(self, bridge: EventBridge, settings: QSettings, config: WindowConfig = WindowConfig(),
@@ -133,6 +134,8 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         new = file_menu.addAction("&New conversation")
         new.triggered.connect(self.new_conversation)
+        resume = file_menu.addAction("&Resume last conversation")
+        resume.triggered.connect(self.resume_conversation)
         settings = file_menu.addAction("&Settings\u2026")
         settings.triggered.connect(self.open_settings)
         file_menu.addSeparator()
