@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from foresay.app.config import Settings, load_settings
+from foresay.app.paths import check_outputs
 from foresay.app.pipeline import METRIC_NAMES
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, SentenceReady,
@@ -65,7 +66,10 @@ class MetricsWriter:
     """One JSON line per turn, flushed as each turn ends."""
 
     def __init__(self, path: Path):
-        self.file = open(path, "w", encoding="utf-8")
+        try:
+            self.file = open(path, "w", encoding="utf-8")
+        except OSError as exc:
+            raise ForesayError(f"cannot write {path}: {exc.strerror or exc}") from None
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TurnMetrics):
@@ -102,7 +106,11 @@ async def replay(settings: Settings, audio: Path, out: Path | None, observers=()
 
 
 def run_replay(args) -> int:
+    from foresay.audio.files import audio_file_info
+
     settings = settings_from(args)
+    audio_file_info(args.audio)   # inputs first: nothing is written for a recording that cannot be read
+    check_outputs({"--out": args.out, "--metrics": args.metrics}, {"IN.wav": args.audio})
     observers = [ConsolePrinter()]
     writer = MetricsWriter(args.metrics) if args.metrics else None
     if writer:
@@ -169,6 +177,10 @@ def run_bench_e2e(args) -> int:
     files = sorted(folder.glob("*.wav")) if folder.is_dir() else [folder]
     if not files or not files[0].exists():
         raise ForesayError(f"no .wav recordings in {folder}")
+    from foresay.audio.files import audio_file_info
+    for path in files:
+        audio_file_info(path)
+    check_outputs({"--json": Path(args.json) if args.json else None}, {str(p): p for p in files})
     configs = {
         "predgen+adaptive": (True, True), "predgen+fixed": (True, False),
         "baseline+adaptive": (False, True), "baseline+fixed": (False, False),

@@ -202,6 +202,10 @@ def read_config_file(path: Path) -> dict:
         return tomllib.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a folder, not a file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
