@@ -140,9 +140,19 @@ async def _live(settings: Settings, resume: bool = False) -> int:
     from foresay.audio.playback import DeviceSink
 
     # Devices first: a missing microphone is reported before minutes of model loading.
+    from foresay.audio.errors import NoAudioDevice
+
     mic, playback = settings.audio.mic_config(), settings.audio.playback_config()
-    resolve_device(mic.device, "input")
-    resolve_device(playback.device, "output")
+    try:
+        resolve_device(mic.device, "input")
+    except NoAudioDevice as exc:
+        raise NoAudioDevice(f"{exc}. Without a microphone, `foresay replay RECORDING.wav --out reply.wav` "
+                            f"runs the same pipeline on a recording") from None
+    try:
+        resolve_device(playback.device, "output")
+    except NoAudioDevice as exc:
+        raise NoAudioDevice(f"{exc}. Without speakers, `foresay replay RECORDING.wav --out reply.wav` "
+                            f"writes the spoken replies to a WAV") from None
     history = HistoryStore(settings.app.history_dir, resume=resume)
     if history.notice:
         print(f"[warning] {history.notice}", file=sys.stderr)
