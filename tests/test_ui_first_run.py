@@ -153,3 +153,21 @@ def test_choosing_a_profile_in_settings_loads_that_profile(windows, settings):  
 def test_the_window_icon_comes_from_the_packaged_assets(qapp):
     sizes = {(s.width(), s.height()) for s in app_icon().availableSizes()}
     assert {(16, 16), (48, 48), (256, 256)} <= sizes
+
+
+def test_the_settings_dialog_shows_model_ids_and_paths_whole(qapp):
+    from ui_support import OUTPUT_DIR
+
+    from foresay.ui.settings import SettingsChoices, SettingsDialog
+
+    long_id = "~/models/Qwen2.5-7B-Instruct-GGUF/q4_k_m"
+    dialog = SettingsDialog(SettingsChoices(llm_model=long_id, asr_model="distil-whisper/distil-medium.en"))
+    dialog.show()
+    drain()
+    for box in (dialog.llm_model, dialog.asr_model):
+        edit = box.lineEdit()
+        assert edit.fontMetrics().horizontalAdvance(box.currentText()) < edit.width(), box.currentText()
+    assert dialog.llm_model.toolTip() == long_id
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    dialog.grab().save(str(OUTPUT_DIR / "settings_dialog.png"))
+    dialog.close()
