@@ -139,10 +139,11 @@ CHECKS: list[Callable[[], list[Check]]] = [check_packages, check_torch, check_po
                                            check_zonos, check_models]
 
 
-def run_checks(checks=None) -> list[Check]:
+def run_checks(checks=None, settings=None) -> list[Check]:
+    """Every check; `settings`: those Foresay runs with (the window's), for the model check."""
     out = []
     for check in checks or CHECKS:
-        out.extend(check())
+        out.extend(check(settings) if check is check_models else check())
     return out
 
 

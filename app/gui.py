@@ -226,7 +226,7 @@ def run_gui(args) -> int:
     options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
                         WindowConfig(mode=settings.app.mode.replace("-", "_"), build=git_revision()),
-                        choices, options, system_checks=run_checks)
+                        choices, options, system_checks=lambda: run_checks(settings=controller.settings))
     try:
         from foresay.audio.devices import list_devices
         devices = list_devices()
