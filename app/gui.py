@@ -64,7 +64,7 @@ class App:
         w.mute_toggled.connect(lambda on: self.pipeline and setattr(self.pipeline, "muted", bool(on)))
         w.stop_reply.connect(lambda: self.pipeline and self.pipeline.stop_reply())
         w.new_conversation.connect(lambda: self.pipeline and self.pipeline.new_conversation())
-        w.resume_conversation.connect(self.resume_latest)
+        w.resume_conversation.connect(lambda: self.resume_latest())
         w.input_device_changed.connect(lambda name: self.restart(audio_input=name))
         w.output_device_changed.connect(lambda name: self.restart(audio_output=name))
         w.settings_changed.connect(lambda choices: self.restart(choices=choices))
@@ -171,12 +171,7 @@ class App:
             return
         self.restart(profile=fallback)
         if self.settings.app.profile != fallback:
-            return   # the fallback itself could not be loaded; restart() said why
-        if self.remember_profile is not None:
-            try:
-                self.remember_profile(fallback)
-            except ForesayError as exc:
-                log.warning("could not remember the profile: %s", exc)
+            return   # the fallback itself could not be loaded; restart() said why (and remembered it)
         self.bridge.post(StatusMessage(0, 0.0, (
             f"The models of the {wanted!r} profile are not on this machine and cannot be downloaded now "
             f"({text}). Foresay runs on the offline {fallback!r} profile instead: small models trained "

@@ -31,6 +31,8 @@ def windows(qapp, qsettings):
         made.append(MainWindow(EventBridge() if not args else args[0], qsettings, *args[1:], **kwargs))
         return made[-1]
     yield make
+    import gc
+    gc.collect()   # apps made in the test go while their windows still exist
     for w in made:
         w.close()
         w.deleteLater()
