@@ -173,3 +173,31 @@ def test_the_settings_dialog_shows_model_ids_and_paths_whole(qapp):
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
     dialog.grab().save(str(OUTPUT_DIR / "settings_dialog.png"))
     dialog.close()
+
+
+def test_the_header_says_listening_only_once_the_pipeline_is_ready(windows, settings, monkeypatch):  # noqa: F811
+    import asyncio
+
+    from foresay.app import assemble
+    from foresay.audio import capture
+
+    window = windows()
+    drain()
+    assert window.phase.text().startswith("<b>not listening</b>")
+
+    class NoMic:
+        def __init__(self, config):
+            from foresay.audio.errors import NoAudioDevice
+            raise NoAudioDevice("no input device found (is one plugged in and enabled?)")
+
+    async def never(*a, **k):
+        raise AssertionError("no pipeline without a microphone")
+    monkeypatch.setattr(capture, "MicSource", NoMic)
+    monkeypatch.setattr(assemble, "build_pipeline", never)
+    bridge = window.bridge
+    app = App(settings, window, bridge)
+    asyncio.run(app._run())
+    drain()
+    assert "not listening" in window.phase.text() and "no input device" in bridge.status.message
+    window.set_ready(True)
+    assert window.phase.text() == "<b>listening</b>"
