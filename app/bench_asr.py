@@ -6,11 +6,11 @@ import argparse
 import json
 import platform
 import time
-import wave
 from dataclasses import dataclass
 from pathlib import Path
 
 # Models and torch are imported where used, so `foresay --help` stays fast.
+from foresay.app.paths import check_outputs
 from foresay.engine.asr.errors import AsrError
 
 SAMPLE_RATE = 16_000
@@ -56,24 +56,14 @@ def methods(chain_length: int, tree_budget: int) -> list[Method]:
 
 
 def read_wav(path: Path):
-    import numpy as np
+    """A WAV or FLAC file as 16 kHz mono float32; a clear error for a bad, empty or unreadable one."""
+    from foresay.audio.errors import AudioFileError
+    from foresay.audio.files import load_audio
 
     try:
-        with wave.open(str(path), "rb") as wav:
-            rate, channels, width = wav.getframerate(), wav.getnchannels(), wav.getsampwidth()
-            raw = wav.readframes(wav.getnframes())
-    except (OSError, wave.Error, EOFError) as exc:
-        raise AsrError(f"cannot read {path} as a PCM WAV file: {exc}") from exc
-    if width not in (2, 4):
-        raise AsrError(f"{path}: only 16- and 32-bit PCM WAV files are supported, not {8 * width}-bit")
-    samples = np.frombuffer(raw, dtype=np.int16 if width == 2 else np.int32).astype(np.float32)
-    samples = samples.reshape(-1, channels).mean(axis=1) / (2 ** (8 * width - 1))
-    if rate != SAMPLE_RATE:
-        import soxr
-
-
-        samples = soxr.resample(samples, rate, SAMPLE_RATE).astype(np.float32)
-    return samples
+        return load_audio(path)[0]
+    except AudioFileError as exc:
+        raise AsrError(str(exc)) from None
 
 
 def load_clips(audio: Path | None) -> list:
@@ -151,9 +141,10 @@ def run(args: argparse.Namespace) -> int:
     if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats) < 1 or args.threads < 0:
         raise AsrError("--max-new-tokens, --stream-tail-tokens and --repeats must be at least 1, --threads >= 0")
     stream_config = StreamingConfig(hop_ms=args.hop_ms)
+    clips = load_clips(args.audio)   # inputs first, then outputs, then minutes of model loading
+    check_outputs({"--json": args.json}, {"--audio": args.audio})
     target = load_whisper(WhisperModelConfig(args.target, device=args.device, attention=args.attention))
     draft = load_whisper(WhisperModelConfig(args.draft, device=args.device, attention=args.attention))
-    clips = load_clips(args.audio)
     rows = compare_methods(target, draft, clips, args.max_new_tokens, args.chain_length, args.tree_budget,
                            args.repeats)
     backend = SpecAsrBackend(target, draft, SpecConfig(tree_budget=args.tree_budget),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from foresay.app.paths import check_outputs, read_text
 from foresay.engine.errors import ForesayError
 
 DEFAULT_METHODS = "baseline,greedy,topk:3,reflection"
@@ -58,10 +59,7 @@ def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[
         text = resources.files("foresay.assets").joinpath("prompts/bench_prompts.jsonl").read_text("utf-8")
         source = "built-in prompts"
     else:
-        try:
-            text = Path(path).read_text("utf-8")
-        except OSError as exc:
-            raise ForesayError(f"cannot read prompts file {path}: {exc.strerror}") from None
+        text = read_text(Path(path), "prompts file")
         source = path
     conversations = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -219,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     if "baseline" not in methods:
         methods.insert(0, "baseline")  # every comparison is against it
     conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
+    check_outputs({"--json": Path(args.json) if args.json else None},
+                  {"--prompts": Path(args.prompts) if args.prompts else None})
     lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
                             threads=args.threads))
     lm.warmup()

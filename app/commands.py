@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from foresay.app.config import Settings, load_settings
+from foresay.app.paths import check_outputs
 from foresay.app.turn_log import METRIC_NAMES
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, SentenceReady,
@@ -65,7 +66,10 @@ class MetricsWriter:
     """One JSON line per turn, flushed as each turn ends."""
 
     def __init__(self, path: Path):
-        self.file = open(path, "w", encoding="utf-8")
+        try:
+            self.file = open(path, "w", encoding="utf-8")
+        except OSError as exc:
+            raise ForesayError(f"cannot write {path}: {exc.strerror or exc}") from None
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TurnMetrics):
@@ -102,7 +106,11 @@ async def replay(settings: Settings, audio: Path, out: Path | None, observers=()
 
 
 def run_replay(args) -> int:
+    from foresay.audio.files import audio_file_info
+
     settings = settings_from(args)
+    audio_file_info(args.audio)   # inputs first: nothing is written for a recording that cannot be read
+    check_outputs({"--out": args.out, "--metrics": args.metrics}, {"IN.wav": args.audio})
     observers = [ConsolePrinter()]
     writer = MetricsWriter(args.metrics) if args.metrics else None
     if writer:
@@ -121,10 +129,10 @@ def run_live(args) -> int:
         from foresay.app.gui import run_gui
         return run_gui(args)
     settings = settings_from(args)
-    return asyncio.run(_live(settings))
+    return asyncio.run(_live(settings, resume=args.resume))
 
 
-async def _live(settings: Settings) -> int:
+async def _live(settings: Settings, resume: bool = False) -> int:
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.capture import MicSource
@@ -132,10 +140,25 @@ async def _live(settings: Settings) -> int:
     from foresay.audio.playback import DeviceSink
 
     # Devices first: a missing microphone is reported before minutes of model loading.
+    from foresay.audio.errors import NoAudioDevice
+
     mic, playback = settings.audio.mic_config(), settings.audio.playback_config()
-    resolve_device(mic.device, "input")
-    resolve_device(playback.device, "output")
-    history = HistoryStore(settings.app.history_dir)
+    try:
+        resolve_device(mic.device, "input")
+    except NoAudioDevice as exc:
+        raise NoAudioDevice(f"{exc}. Without a microphone, `foresay replay RECORDING.wav --out reply.wav` "
+                            f"runs the same pipeline on a recording") from None
+    try:
+        resolve_device(playback.device, "output")
+    except NoAudioDevice as exc:
+        raise NoAudioDevice(f"{exc}. Without speakers, `foresay replay RECORDING.wav --out reply.wav` "
+                            f"writes the spoken replies to a WAV") from None
+    history = HistoryStore(settings.app.history_dir, resume=resume)
+    if history.notice:
+        print(f"[warning] {history.notice}", file=sys.stderr)
+    if resume:
+        print(f"resumed {history.path.name} ({len(history.turns)} turn(s))" if history.turns
+              else "no saved conversation to resume: starting a new one")
     pipeline = await build_pipeline(settings, MicSource(mic), DeviceSink(playback), [ConsolePrinter()],
                                     history=history)
     print(f"listening ({settings.app.mode}); Ctrl+C to stop")
@@ -164,6 +187,10 @@ def run_bench_e2e(args) -> int:
     files = sorted(folder.glob("*.wav")) if folder.is_dir() else [folder]
     if not files or not files[0].exists():
         raise ForesayError(f"no .wav recordings in {folder}")
+    from foresay.audio.files import audio_file_info
+    for path in files:
+        audio_file_info(path)
+    check_outputs({"--json": Path(args.json) if args.json else None}, {str(p): p for p in files})
     configs = {
         "predgen+adaptive": (True, True), "predgen+fixed": (True, False),
         "baseline+adaptive": (False, True), "baseline+fixed": (False, False),
@@ -193,6 +220,8 @@ def run_bench_e2e(args) -> int:
 def register(commands, benches) -> None:
     p = commands.add_parser("run", help="talk to Foresay (the window, or --no-ui in the terminal)")
     p.add_argument("--no-ui", action="store_true", help="run headless in the terminal")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest saved conversation (default: start a new one)")
     add_settings_arguments(p)
     p.set_defaults(func=run_live)
 

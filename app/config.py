@@ -206,10 +206,54 @@ def read_config_file(path: Path) -> dict:
         return tomllib.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a folder, not a file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+
+
+def remember_profile(path: Path, profile: str) -> None:
+    """Sets `profile` under [app] in the config file (made if missing), keeping the rest of the
+    file as it is; written to a temporary file, fsynced and renamed over it."""
+    import os
+    import re
+
+    path = Path(path)
+    text = path.read_text("utf-8") if path.exists() else ""
+    if text:
+        read_config_file(path)   # a damaged file is reported, never overwritten
+    line = f'profile = "{profile}"'
+    lines = text.splitlines()
+    section, at, app_header = "", None, None
+    for i, raw in enumerate(lines):
+        stripped = raw.strip()
+        if stripped.startswith("["):
+            section = stripped.strip("[] ")
+            if section == "app":
+                app_header = i
+        elif section == "app" and re.match(r"profile\s*=", stripped):
+            at = i
+    if at is not None:
+        lines[at] = line
+    elif app_header is not None:
+        lines.insert(app_header + 1, line)
+    else:
+        lines = ["[app]", line, ""] + lines
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines).rstrip("\n") + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ConfigError(f"cannot save the profile in {path}: {exc.strerror or exc}") from None
+    read_config_file(path)
 
 
 def load_settings(path: Path | None = None, profile: str | None = None,

@@ -1,4 +1,8 @@
-"""`foresay doctor`: checks what Foresay needs and says what to fix."""
+"""`foresay doctor`: checks what Foresay needs and says what to fix.
+
+The one answer to "can Foresay run here, and what is missing": the command prints it and the
+window's Help ▸ System check shows the same checks (`run_checks`).
+"""
 from __future__ import annotations
 
 import argparse
@@ -70,9 +74,10 @@ def check_portaudio() -> list[Check]:
     checks = [Check("PortAudio", True, sd.get_portaudio_version()[1])]
     checks.append(Check("input device", bool(inputs), f"{len(inputs)} found",
                         "connect a microphone, or use `foresay replay FILE.wav`"))
+    # the window and `foresay run` cannot start without one: a problem, not a note
     checks.append(Check("output device", bool(outputs), f"{len(outputs)} found",
-                        "connect speakers or headphones, or write replies to a WAV (`--out`)",
-                        essential=False))
+                        "connect speakers or headphones; `foresay replay IN.wav --out reply.wav` "
+                        "writes replies to a WAV without one"))
     return checks
 
 
@@ -93,27 +98,52 @@ def check_zonos() -> list[Check]:
                   essential=False)]
 
 
-def check_model_cache() -> list[Check]:
+def _offline() -> bool:
     try:
-        from huggingface_hub import scan_cache_dir
-        info = scan_cache_dir()
-    except Exception as exc:
-        return [Check("model cache", True, f"empty or unreadable ({exc.__class__.__name__}); "
-                      "models download on first use", essential=False)]
-    names = sorted(r.repo_id for r in info.repos)
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    detail = f"{len(names)} models, {info.size_on_disk / 2**30:.1f} GiB" + (": " + ", ".join(names[:6]) if names else "")
-    return [Check("model cache", True, detail + (" (offline mode)" if offline else ""), essential=False)]
+        from huggingface_hub import constants
+        return bool(constants.HF_HUB_OFFLINE)
+    except Exception:
+        return os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+
+
+def _cached(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str) or \
+        isinstance(try_to_load_from_cache(repo_id, "model.bin"), str)
+
+
+def check_models(settings=None) -> list[Check]:
+    """Whether the models of the profile Foresay would start with are here or can be fetched."""
+    from foresay.app.downloads import hub_downloads, offline_hint
+
+    try:
+        if settings is None:
+            from foresay.app.config import load_settings
+            settings = load_settings()
+        needed = [d.repo_id for d in hub_downloads(settings)]
+        missing = [r for r in needed if not _cached(r)]
+    except Exception as exc:   # a bad config file is its own error; say it here too
+        return [Check("models", False, f"cannot tell ({exc})", "fix the config file, then run doctor again")]
+    name = f"models of the {settings.app.profile!r} profile"
+    if not missing:
+        detail = ", ".join(needed) + " in the model cache" if needed else "built in, nothing to download"
+        return [Check(name, True, detail)]
+    if _offline():
+        return [Check(name, False, f"not downloaded and offline (HF_HUB_OFFLINE=1): {', '.join(missing)}",
+                      offline_hint())]
+    return [Check(name, False, f"not downloaded yet: {', '.join(missing)}; they download on first use, "
+                  "with progress", "nothing to do with a network connection", essential=False)]
 
 
 CHECKS: list[Callable[[], list[Check]]] = [check_packages, check_torch, check_portaudio, check_espeak,
-                                           check_zonos, check_model_cache]
+                                           check_zonos, check_models]
 
 
-def run_checks(checks=None) -> list[Check]:
+def run_checks(checks=None, settings=None) -> list[Check]:
+    """Every check; `settings`: those Foresay runs with (the window's), for the model check."""
     out = []
     for check in checks or CHECKS:
-        out.extend(check())
+        out.extend(check(settings) if check is check_models else check())
     return out
 
 

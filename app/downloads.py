@@ -81,13 +81,15 @@ def offline_profiles() -> list[str]:
     return [p for p in OFFLINE_PROFILES if p in PROFILES]
 
 
-def offline_hint() -> str:
+def offline_hint(window: bool = False) -> str:
+    """What to do when a model cannot be had: command-line advice, or the window's."""
     names = offline_profiles()
     if not names:
         return "Connect to the internet and try again."
     listed = " or ".join(repr(n) for n in names)
-    return (f"Connect to the internet and try again, or use an offline profile ({listed}): choose it in "
-            f"File \u25b8 Settings, or run `foresay --profile {names[0]}`.")
+    how = ("choose it in File \u25b8 Settings" if window else
+           f"add `--profile {names[0]}` to the command, or set `profile = \"{names[0]}\"` under [app] in config.toml")
+    return f"Connect to the internet and try again, or use an offline profile ({listed}): {how}."
 
 
 class DownloadProgress:

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from typing import Callable
 
-from foresay.app.config import PROFILES, Settings, auto_profile, load_settings
+from foresay.app.config import PROFILES, Settings, auto_profile, default_config_path, load_settings, remember_profile
 from foresay.app.downloads import offline_hint, offline_profiles
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.events import StatusMessage
@@ -40,11 +40,18 @@ class App:
     """Owns the window and the running pipeline; restarts the pipeline when settings change.
 
     load_profile(name) gives the settings of another profile (the settings dialog's profile
-    choice, the offline profile offered when a model is missing)."""
+    choice, the offline profile offered when a model is missing). The conversation starts new
+    (or resumes the latest with `resume`) and goes on across restarts for new settings."""
 
     def __init__(self, settings: Settings, window, bridge,
-                 load_profile: Callable[[str], Settings] = lambda name: load_settings(profile=name)):
+                 load_profile: Callable[[str], Settings] = lambda name: load_settings(profile=name),
+                 resume: bool = False, remember_profile: Callable[[str], None] | None = None):
+        """remember_profile(name): keeps the profile for the next start (config.toml); None when
+        the command line chose the profile."""
         self.settings = settings
+        self.remember_profile = remember_profile
+        self.resume = resume
+        self.history = None
         self.window = window
         self.bridge = bridge
         self.load_profile = load_profile
@@ -57,6 +64,7 @@ class App:
         w.mute_toggled.connect(lambda on: self.pipeline and self.pipeline.set_muted(on))
         w.stop_reply.connect(lambda: self.pipeline and self.pipeline.stop_reply())
         w.new_conversation.connect(lambda: self.pipeline and self.pipeline.new_conversation())
+        w.resume_conversation.connect(lambda: self.resume_latest())
         w.input_device_changed.connect(lambda name: self.restart(audio_input=name))
         w.output_device_changed.connect(lambda name: self.restart(audio_output=name))
         w.settings_changed.connect(lambda choices: self.restart(choices=choices))
@@ -67,7 +75,7 @@ class App:
 
     def restart(self, audio_input=None, audio_output=None, choices=None, profile=None) -> None:
         s = self.settings
-        wanted = profile or (choices.profile if choices is not None else None)
+        wanted = chosen = profile or (choices.profile if choices is not None else None)
         if wanted == "auto":
             wanted = auto_profile()
         if wanted and wanted != s.app.profile:
@@ -88,32 +96,58 @@ class App:
                 return
         self.settings = s
         self.window.withdraw_profile_offer()  # a new attempt: the offer returns if it fails again
+        if chosen and self.remember_profile is not None:
+            try:
+                self.remember_profile(chosen)   # the user's choice holds at the next start
+            except ForesayError as exc:
+                log.warning("could not remember the profile: %s", exc)
         if self.task is not None:
             self.task.cancel()
         self.start()
 
+    def resume_latest(self) -> None:
+        """File ▸ Resume last conversation: the latest saved conversation becomes the context."""
+        self.history, self.resume = None, True
+        self.restart()
+
+    def _history(self):
+        from foresay.app.history import HistoryStore
+
+        if self.history is None:
+            self.history = HistoryStore(self.settings.app.history_dir, resume=self.resume)
+            if self.history.notice:
+                self.bridge.post(StatusMessage(0, 0.0, self.history.notice, "warning"))
+            elif self.resume:
+                n = len(self.history.turns)
+                self.bridge.post(StatusMessage(0, 0.0, f"resumed {self.history.path.name} ({n} turn(s))"
+                                               if n else "no saved conversation to resume", "info"))
+        return self.history
+
     async def _run(self) -> None:
 
         from foresay.app.assemble import build_pipeline
-        from foresay.app.history import HistoryStore
         from foresay.audio.capture import MicSource
         from foresay.audio.playback import DeviceSink
 
         s = self.settings
+        self.window.set_ready(False, f"loading the {s.app.profile} profile\u2026")
         try:
             source = MicSource(s.audio.mic_config())
             sink = DeviceSink(s.audio.playback_config())
-            self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post],
-                                                 history=HistoryStore(s.app.history_dir))
+            self.pipeline = await build_pipeline(s, source, sink, [self.bridge.post], history=self._history())
+            self.window.set_ready(True)
             await self.pipeline.run()
         except asyncio.CancelledError:
             raise
         except ModelUnavailable as exc:
+            self.window.set_ready(False, "the models are missing (see below)")
             self.model_missing(exc)
         except ForesayError as exc:
+            self.window.set_ready(False, "see the message below")
             self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
         except Exception as exc:  # shown to the user; the window keeps running
             log.exception("pipeline failed")
+            self.window.set_ready(False, "the pipeline stopped (see below)")
             self.bridge.post(StatusMessage(0, 0.0, f"the pipeline stopped: {exc}", "error"))
         finally:
             if self.pipeline is not None:
@@ -121,14 +155,30 @@ class App:
                 self.pipeline = None
 
     def model_missing(self, exc: ModelUnavailable) -> None:
-        """Says which model is missing and offers the offline profile, one click away."""
-        text = str(exc)
-        offline = [p for p in offline_profiles() if p != self.settings.app.profile]
-        if offline and offline[0] not in text:
-            text += " " + offline_hint()
-        self.bridge.post(StatusMessage(0, 0.0, text, "error"))
-        if offline:
-            self.window.offer_profile(offline[0], f"Use the offline profile ({offline[0]})")
+        """The chosen models cannot be had: start on the embedded demo profile and say so, with
+        the way to get the real models (one click away); the choice is remembered. Already on an
+        offline profile: say what is missing and offer the other one."""
+        wanted = self.settings.app.profile
+        text = str(exc).replace(offline_hint(), "").strip()
+        offline = [p for p in offline_profiles() if p != wanted]
+        if not offline:
+            self.bridge.post(StatusMessage(0, 0.0, f"{text} {offline_hint(window=True)}", "error"))
+            return
+        fallback = offline[0]
+        if wanted in offline_profiles():
+            self.bridge.post(StatusMessage(0, 0.0, text, "error"))
+            self.window.offer_profile(fallback, f"Use the offline profile ({fallback})")
+            return
+        self.restart(profile=fallback)
+        if self.settings.app.profile != fallback:
+            return   # the fallback itself could not be loaded; restart() said why (and remembered it)
+        self.bridge.post(StatusMessage(0, 0.0, (
+            f"The models of the {wanted!r} profile are not on this machine and cannot be downloaded now "
+            f"({text}). Foresay runs on the offline {fallback!r} profile instead: small models trained "
+            f"in-house that know only a toy domain (capitals, timers, arithmetic, ...). To get the real "
+            f"models, connect to the internet and click \u201cGet the real models\u201d (or choose the "
+            f"{wanted!r} profile in File \u25b8 Settings)."), "warning"))
+        self.window.offer_profile(wanted, f"Get the real models ({wanted})")
 
 
 def app_icon():
@@ -171,7 +221,7 @@ def run_gui(args) -> int:
     options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
                         WindowConfig(mode=settings.app.mode, build=git_revision()),
-                        choices, options, system_checks=run_checks)
+                        choices, options, system_checks=lambda: run_checks(settings=controller.settings))
     try:
         from foresay.audio.devices import list_devices
         devices = list_devices()
@@ -180,7 +230,10 @@ def run_gui(args) -> int:
     except ForesayError as exc:
         bridge.post(StatusMessage(0, 0.0, str(exc), "warning"))
     window.show()
-    controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set))
+    config_path = args.config or default_config_path()
+    remember = None if args.profile else (lambda name: remember_profile(config_path, name))
+    controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set),
+                     resume=getattr(args, "resume", False), remember_profile=remember)
     controller.start()
     with loop:
         app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())

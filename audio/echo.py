@@ -7,7 +7,11 @@ Two layers, used together (see docs/audio.md for the choice and its limits):
    microphone frame it is given the audio that was played at the same moment (from the sinks'
    `PlaybackReference`, led by `lead_ms` so the reference never arrives after its echo) and
    subtracts the echo, leaving the user's voice. It adapts in about a second and removes 25-50
-   dB of linear echo. Without livekit, `make_echo_canceller` returns a pass-through.
+   dB of linear echo. Its output is used only while an echo path is detected (`EchoPathDetector`:
+   the microphone correlates with what was played): with headphones, or in a recording without
+   echo, AEC3's suppressor garbles the user's speech while a reply plays ("Convert 7 meters to
+   centimeters." heard as "So remind me to"), so there the audio passes through untouched.
+   Without livekit, `make_echo_canceller` returns a pass-through.
 
 2. `EchoGate`, the playback-reference gate: a microphone frame counts as the user only when its
    energy exceeds the echo expected from what was played: the reference energy around the
@@ -41,6 +45,71 @@ class EchoCanceller:
         return block
 
 
+@dataclass(frozen=True)
+class EchoPathConfig:
+    """When the microphone is taken to hold an echo of the playback.
+
+    window_ms: microphone audio correlated with the reference at a time.
+    max_delay_ms: longest speaker-to-mic delay searched (output latency + air).
+    threshold: normalized correlation (after pre-emphasis) at the best delay that marks an echo;
+        the echo alone gives 0.5-0.95, unrelated speech below 0.2.
+    memory_s: an echo path found stays assumed for this long (double talk lowers the correlation).
+    every_frames: 10 ms frames between two measurements.
+    """
+    window_ms: int = 400
+    max_delay_ms: int = 250
+    threshold: float = 0.35
+    memory_s: float = 8.0
+    every_frames: int = 5
+
+    def __post_init__(self):
+        if self.window_ms < 50 or self.max_delay_ms < 0 or self.memory_s <= 0 or self.every_frames < 1:
+            raise AudioError("echo path: window_ms >= 50, max_delay_ms >= 0, memory_s > 0, every_frames >= 1")
+        if not 0 < self.threshold < 1:
+            raise AudioError("echo path: threshold must lie in (0, 1)")
+
+
+class EchoPathDetector:
+    """Whether the microphone holds an echo of the playback: the best normalized correlation of
+    the pre-emphasized mic window with the reference over the delays searched."""
+
+    def __init__(self, config: EchoPathConfig = EchoPathConfig()):
+        self.config = c = config
+        self._win = c.window_ms * SAMPLE_RATE // 1000
+        self._lag = c.max_delay_ms * SAMPLE_RATE // 1000
+        self._mic = np.zeros(self._win, np.float32)
+        self._ref = np.zeros(self._win + self._lag, np.float32)
+        self._frames = 0
+        self.correlation = 0.0
+        self.found_t: float | None = None   # time an echo was last measured
+
+    def push(self, mic: np.ndarray, ref: np.ndarray, t: float) -> bool:
+        """Adds one frame each of microphone and (time-aligned) reference; True while an echo path
+        is assumed."""
+        n = len(mic)
+        self._mic = np.concatenate([self._mic[n:], mic])
+        self._ref = np.concatenate([self._ref[n:], ref])
+        self._frames += 1
+        if self._frames % self.config.every_frames == 0:
+            self.correlation = self._measure()
+            if self.correlation >= self.config.threshold:
+                self.found_t = t
+        return self.found_t is not None and t - self.found_t <= self.config.memory_s
+
+    def _measure(self) -> float:
+        m = np.diff(self._mic)                      # pre-emphasis: speech's low end correlates
+        r = np.diff(self._ref)                      # by chance; its detail only through the path
+        e_m = float(np.dot(m, m))
+        if e_m < 1e-9:
+            return 0.0
+        size = 1 << int(np.ceil(np.log2(len(m) + len(r))))
+        xc = np.fft.irfft(np.fft.rfft(r, size) * np.conj(np.fft.rfft(m, size)), size)[:len(r) - len(m) + 1]
+        c = np.concatenate([[0.0], np.cumsum(r.astype(np.float64) ** 2)])
+        e_r = c[len(m):] - c[:len(c) - len(m)]     # reference energy under the window, per offset
+        rho = np.abs(xc) / np.sqrt(e_m * np.maximum(e_r, 1e-12))
+        return float(np.max(np.where(e_r > 1e-9, rho, 0.0)))
+
+
 def webrtc_aec_available() -> bool:
     try:
         from livekit import rtc  # noqa: F401
@@ -60,7 +129,9 @@ class WebRtcEchoCanceller(EchoCanceller):
     FRAME = SAMPLE_RATE // 100
 
     def __init__(self, reference: PlaybackReference, *, lead_ms: float = 20.0,
-                 idle_s: float = 2.0, noise_suppression: bool = False):
+                 idle_s: float = 2.0, noise_suppression: bool = False,
+                 echo_path: EchoPathConfig | None = EchoPathConfig()):
+        """echo_path: when the canceller's output is used (None: always, while a reply plays)."""
         try:
             from livekit import rtc
         except Exception as exc:   # ImportError, or a native library that fails to load
@@ -75,7 +146,11 @@ class WebRtcEchoCanceller(EchoCanceller):
                                               noise_suppression=noise_suppression,
                                               high_pass_filter=False, auto_gain_control=False)
         self._frames = Framer(self.FRAME)
+        self._path = EchoPathDetector(echo_path) if echo_path is not None else None
+        self._used = False          # whether the last frame was the canceller's output
+        self._ramp = np.linspace(0.0, 1.0, self.FRAME, dtype=np.float32)
         self.frames_processed = 0
+        self.frames_cancelled = 0   # frames whose output is the canceller's
         self.errors = 0
 
     def process(self, block: AudioBlock) -> AudioBlock:
@@ -86,9 +161,11 @@ class WebRtcEchoCanceller(EchoCanceller):
 
     def _frame(self, frame: np.ndarray, t: float) -> np.ndarray:
         if not self.reference.active(t, self.idle_s):
+            self._used = False
             return frame
         rtc = self._rtc
         ref = self.reference.read(t + self.lead_s, self.FRAME)
+        echo = self._path is None or self._path.push(frame, ref, t)
         far = rtc.AudioFrame(to_pcm16(ref).tobytes(), SAMPLE_RATE, 1, self.FRAME)
         near = rtc.AudioFrame(to_pcm16(frame).tobytes(), SAMPLE_RATE, 1, self.FRAME)
         try:
@@ -101,7 +178,14 @@ class WebRtcEchoCanceller(EchoCanceller):
                 log.warning("echo canceller failed (%s); passing audio through", exc)
             return frame
         self.frames_processed += 1
-        return np.frombuffer(near.data, np.int16).astype(np.float32) / 32768.0
+        cancelled = np.frombuffer(near.data, np.int16).astype(np.float32) / 32768.0
+        was, self._used = self._used, echo
+        if echo:
+            self.frames_cancelled += 1
+        if echo == was:
+            return cancelled if echo else frame
+        w = self._ramp if echo else self._ramp[::-1]   # a 10 ms crossfade: no click at the switch
+        return w * cancelled + (1 - w) * frame
 
 
 def make_echo_canceller(reference: PlaybackReference, kind: str = "auto",

@@ -16,7 +16,7 @@ import numpy as np
 
 from .blocks import SAMPLE_RATE, AudioBlock, AudioSource
 from .errors import AudioFileError
-from .resample import resample, to_mono
+from .resample import Reblocker, StreamResampler, resample, to_mono
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,47 @@ class AudioFileInfo:
         return self.frames / self.sample_rate
 
 
+def _check_path(path: str) -> None:
+    if not os.path.exists(path):
+        raise AudioFileError(f"audio file not found: {path}")
+    if os.path.isdir(path):
+        raise AudioFileError(f"{path} is a folder, not an audio file")
+    try:
+        with open(path, "rb") as f:
+            if not f.read(1):
+                raise AudioFileError(f"{path} is empty (0 bytes)")
+    except OSError as exc:   # permission denied, an I/O error: said as such, not "corrupt"
+        raise AudioFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _open(path: str):
+    import soundfile as sf
+
+    _check_path(path)
+    try:
+        f = sf.SoundFile(path)
+    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
+        raise AudioFileError(
+            f"cannot read {path}: not a WAV or FLAC file, or corrupt ({exc})") from exc
+    if f.frames == 0:
+        f.close()
+        raise AudioFileError(f"{path} contains no audio (0 samples)")
+    return f
+
+
+def audio_file_info(path: str | os.PathLike) -> AudioFileInfo:
+    """What a WAV or FLAC file holds, read from its header (nothing is decoded)."""
+    path = os.fspath(path)
+    with _open(path) as f:
+        return AudioFileInfo(path, int(f.samplerate), int(f.channels), int(f.frames), f"{f.format} {f.subtype}")
+
+
+def _checked(data: np.ndarray, path: str) -> np.ndarray:
+    if not np.all(np.isfinite(data)):
+        raise AudioFileError(f"{path} contains NaN or infinite samples")
+    return data
+
+
 def read_audio_file(path: str | os.PathLike) -> tuple[np.ndarray, AudioFileInfo]:
     """Decode a WAV or FLAC file to float32 of shape (frames, channels) in [-1, 1].
 
@@ -40,25 +81,15 @@ def read_audio_file(path: str | os.PathLike) -> tuple[np.ndarray, AudioFileInfo]
     import soundfile as sf
 
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise AudioFileError(f"audio file not found: {path}")
-    if os.path.isdir(path):
-        raise AudioFileError(f"{path} is a folder, not an audio file")
-    if os.path.getsize(path) == 0:
-        raise AudioFileError(f"{path} is empty (0 bytes)")
-    try:
-        with sf.SoundFile(path) as f:
+    with _open(path) as f:
+        try:
             data = f.read(dtype="float32", always_2d=True)
-            info = AudioFileInfo(path, int(f.samplerate), int(f.channels), len(data),
-                                 f"{f.format} {f.subtype}")
-    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        raise AudioFileError(
-            f"cannot read {path}: not a WAV or FLAC file, or corrupt ({exc})") from exc
+        except (sf.LibsndfileError, RuntimeError) as exc:
+            raise AudioFileError(f"cannot read {path}: corrupt ({exc})") from exc
+        info = AudioFileInfo(path, int(f.samplerate), int(f.channels), len(data), f"{f.format} {f.subtype}")
     if len(data) == 0:
         raise AudioFileError(f"{path} contains no audio (0 samples)")
-    if not np.all(np.isfinite(data)):
-        raise AudioFileError(f"{path} contains NaN or infinite samples")
-    return data, info
+    return _checked(data, path), info
 
 
 def load_audio(path: str | os.PathLike,
@@ -71,6 +102,8 @@ def load_audio(path: str | os.PathLike,
 class FileSource(AudioSource):
     """An audio source that replays a file: 16 kHz mono blocks of `block_ms`, like `MicSource`.
 
+    The file is streamed (read, mixed to mono and resampled a chunk at a time), so memory stays
+    bounded whatever its length; its header is checked when the source is made.
     realtime=True paces blocks at the rate they would be captured live (for replay and demos);
     realtime=False yields them as fast as the consumer takes them (tests, benchmarks).
     Block times start at `t0` (default: the monotonic time when iteration starts) and advance
@@ -82,14 +115,15 @@ class FileSource(AudioSource):
                 ...
     """
 
+    CHUNK_S = 0.5   # audio decoded at a time
+
     def __init__(self, path: str | os.PathLike, *, realtime: bool = False, block_ms: int = 20,
                  t0: float | None = None, pad_s: float = 0.0):
         if block_ms <= 0:
             raise ValueError("block_ms must be positive")
-        self.samples, self.info = load_audio(path)
-        if pad_s > 0:
-            self.samples = np.concatenate(
-                [self.samples, np.zeros(int(round(pad_s * SAMPLE_RATE)), np.float32)])
+        self.path = os.fspath(path)
+        self.info = audio_file_info(self.path)
+        self.pad_samples = int(round(max(0.0, pad_s) * SAMPLE_RATE))
         self.realtime = realtime
         self.block_size = SAMPLE_RATE * block_ms // 1000
         self.sample_rate = SAMPLE_RATE
@@ -103,7 +137,8 @@ class FileSource(AudioSource):
 
     @property
     def duration_s(self) -> float:
-        return len(self.samples) / SAMPLE_RATE
+        audio = int(round(self.info.frames * SAMPLE_RATE / self.info.sample_rate))
+        return (audio + self.pad_samples) / SAMPLE_RATE
 
     async def close(self) -> None:
         pass
@@ -111,15 +146,44 @@ class FileSource(AudioSource):
     def __aiter__(self) -> AsyncIterator[AudioBlock]:
         return self.blocks()
 
+    def _chunks(self):
+        """The file as 16 kHz mono pieces, then the padding."""
+        import soundfile as sf
+
+        resampler = StreamResampler(self.info.sample_rate, SAMPLE_RATE)
+        with _open(self.path) as f:
+            step = max(1, int(self.CHUNK_S * f.samplerate))
+            while True:
+                try:
+                    data = f.read(step, dtype="float32", always_2d=True)
+                except (sf.LibsndfileError, RuntimeError) as exc:
+                    raise AudioFileError(f"cannot read {self.path}: corrupt ({exc})") from exc
+                if not len(data):
+                    break
+                yield resampler.process(to_mono(_checked(data, self.path)))
+        yield resampler.flush()
+        if self.pad_samples:
+            yield np.zeros(self.pad_samples, np.float32)
+
     async def blocks(self) -> AsyncIterator[AudioBlock]:
         if self._t0 is None:
             self._t0 = time.monotonic()
-        t0, size = self._t0, self.block_size
-        for start in range(0, len(self.samples), size):
-            block = AudioBlock(self.samples[start:start + size], t0 + start / SAMPLE_RATE)
-            if self.realtime:
-                delay = block.t_end - time.monotonic()
-                await asyncio.sleep(max(0.0, delay))
-            else:
-                await asyncio.sleep(0)  # stay cooperative
+        t0, size, done = self._t0, self.block_size, 0
+        blocks = Reblocker(size)
+        for chunk in self._chunks():
+            for samples in blocks.push(chunk):
+                block = AudioBlock(samples, t0 + done / SAMPLE_RATE)
+                done += len(samples)
+                await self._pace(block)
+                yield block
+        rest = blocks.take_rest()
+        if len(rest):
+            block = AudioBlock(rest, t0 + done / SAMPLE_RATE)
+            await self._pace(block)
             yield block
+
+    async def _pace(self, block: AudioBlock) -> None:
+        if self.realtime:
+            await asyncio.sleep(max(0.0, block.t_end - time.monotonic()))
+        else:
+            await asyncio.sleep(0)  # stay cooperative

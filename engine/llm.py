@@ -5,10 +5,11 @@ to get per-position logits for new tokens appended to a cache, and how long that
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,6 +33,9 @@ class LLMConfig:
     device: "auto" (CUDA if available, else CPU), "cpu", "cuda", "cuda:N" or "mps".
     dtype: "auto" (bfloat16 on CUDA where supported, else float16 there; float32 on CPU), or a name.
     max_context: tokens the conversation may occupy; None takes the model's own limit (capped).
+    max_history_turns: earlier turns kept in the model's context; None takes what the model
+        declares (`foresay.json` in its folder, e.g. the demo model's: it was trained on dialogues
+        of at most 3 turns), else only the context limits it.
     revision: hub revision to load.
     seed: seed of a built-in fixture.
     threads: CPU threads for torch (0 leaves torch's default).
@@ -40,6 +44,7 @@ class LLMConfig:
     device: str = "auto"
     dtype: str = "auto"
     max_context: int | None = None
+    max_history_turns: int | None = None
     revision: str | None = None
     seed: int = 0
     threads: int = 0
@@ -55,6 +60,8 @@ class LLMConfig:
             raise ForesayError("LLM config: max_context must be at least 64 tokens")
         if self.threads < 0:
             raise ForesayError("LLM config: threads must be >= 0")
+        if self.max_history_turns is not None and self.max_history_turns < 0:
+            raise ForesayError("LLM config: max_history_turns must be >= 0")
 
 
 @dataclass
@@ -111,17 +118,41 @@ def _offline_hint(model: str) -> str:
             f"model ({fixtures}).")
 
 
+MODEL_DECLARATION = "foresay.json"
+
+
+def declared_history_turns(folder: str | Path) -> int | None:
+    """The earlier turns a model folder declares it handles (`foresay.json`:
+    {"max_history_turns": N}); None when it declares nothing (a hub model: its context limits it)."""
+    path = Path(folder) / MODEL_DECLARATION
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text("utf-8")).get("max_history_turns")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ModelUnavailable(f"{path} is damaged ({exc}); it should hold "
+                               f'{{"max_history_turns": N}}') from None
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ModelUnavailable(f"{path}: max_history_turns must be a whole number >= 0, not {value!r}")
+    return value
+
+
 class ChatLM:
-    """A loaded causal LM with its tokenizer and chat template."""
+    """A loaded causal LM with its tokenizer and chat template.
+
+    max_history_turns: earlier turns the model handles in its context (None: as many as fit)."""
 
     def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
-                 name: str):
+                 name: str, max_history_turns: int | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = dtype
         self.max_context = max_context
         self.name = name
+        self.max_history_turns = max_history_turns
         self.stats = ForwardStats()
         self.eos_ids = self._eos_ids()
         self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -209,5 +240,9 @@ def load_llm(config: LLMConfig) -> ChatLM:
     model.to(device).eval()
     limit = getattr(model.config, "max_position_embeddings", None) or 32768
     max_context = min(config.max_context or limit, limit, 32768)
-    log.info("loaded %s on %s (%s), context %d", config.model, device, dtype, max_context)
-    return ChatLM(model, tokenizer, device, dtype, max_context, config.model)
+    turns = config.max_history_turns
+    if turns is None and Path(source).is_dir():
+        turns = declared_history_turns(source)
+    log.info("loaded %s on %s (%s), context %d, history %s", config.model, device, dtype, max_context,
+             "as much as fits" if turns is None else f"{turns} earlier turn(s)")
+    return ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns)

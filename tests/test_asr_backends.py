@@ -6,12 +6,13 @@ from foresay.engine.asr.backends import DecodeLimits, GreedyBackend, SpecAsrBack
 from foresay.engine.asr.errors import IncompatibleModels, InvalidAsrConfig
 from foresay.engine.asr.models import SAMPLE_RATE
 from foresay.engine.asr.specasr import SpecConfig
-from foresay.engine.asr.streaming import StreamingTranscriber
+from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.asr.vocab import WhisperVocab
 
 
 def stream(backend, audio):
-    transcriber = StreamingTranscriber(backend, turn_id=2, history="Earlier we spoke about trains.")
+    transcriber = StreamingTranscriber(backend, StreamingConfig(history_prompt=True, commit_after_s=0.0), turn_id=2,
+                                       history="Earlier we spoke about trains.")
     hop = SAMPLE_RATE // 4
     partials = []
     for at in range(0, len(audio), hop):

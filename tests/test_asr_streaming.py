@@ -39,15 +39,17 @@ def test_partials_commit_by_agreement_and_final_is_the_sentence():
     assert all("there" not in p.committed.split() for p in partials)  # ...and was never committed
     assert any(p.tentative and p.tentative.split()[-1] not in SENTENCE for p in partials)  # growing fragments
     # the committed tokens are forced as the decoder prefix of the next hop
-    for call, partial in zip(backend.calls[1:], partials):
+    for call, partial in zip(backend.calls[1:-1], partials):
         assert backend.text.decode(call["forced"]).strip() == partial.committed
+    assert backend.calls[-1]["forced"] == ()   # the final decodes the whole utterance afresh
 
 
 def test_history_is_the_bounded_prompt():
     utterance = SyntheticUtterance(("hello", "there"))
     backend = ScriptedBackend(utterance)
     history = " ".join(f"w{i}" for i in range(300))
-    stream(StreamingTranscriber(backend, StreamingConfig(prompt_tokens=50), history=history), utterance.audio())
+    stream(StreamingTranscriber(backend, StreamingConfig(prompt_tokens=50, history_prompt=True), history=history),
+           utterance.audio())
     assert backend.text.decode(backend.calls[0]["prompt"]).split() == history.split()[-50:]
     backend = ScriptedBackend(utterance)
     stream(StreamingTranscriber(backend, StreamingConfig(prompt_tokens=0), history=history), utterance.audio())

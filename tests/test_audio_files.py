@@ -139,3 +139,47 @@ def test_vad_command_prints_turns(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["vad", str(path), "--mode", "push-to-talk"]) == 2
     assert "--press" in capsys.readouterr().err
+
+
+def test_an_unreadable_file_is_reported_as_such(tmp_path, monkeypatch):
+    from foresay.audio import files
+
+    path = write_wav(tmp_path / "a.wav", tone(16000), 16000, "s16")
+
+    def denied(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(files, "open", denied, raising=False)
+    with pytest.raises(AudioFileError, match="Permission denied") as err:
+        FileSource(path)
+    assert "not a WAV" not in str(err.value)
+
+
+def test_a_header_only_wav_is_refused_when_the_source_is_made(tmp_path):
+    path = write_wav(tmp_path / "silent.wav", np.zeros(0), 16000, "s16")
+    with pytest.raises(AudioFileError, match="no audio"):
+        FileSource(path)
+
+
+def test_file_source_streams_a_long_multichannel_file_in_bounded_memory(tmp_path):
+    """20 s of 48 kHz 6-channel audio (23 MB as float32) is replayed holding well under 2 MB."""
+    import tracemalloc
+
+    path = write_wav(tmp_path / "long.wav", tone(48000, seconds=20.0, channels=6), 48000, "s16")
+    want = load_audio(path)[0]
+
+    async def replay():
+        got, peak = [], 0
+        tracemalloc.start()
+        try:
+            async for block in FileSource(path):
+                got.append(block.samples[::40].copy())   # keep a thinned copy to compare
+                peak = max(peak, tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        return np.concatenate(got), peak
+
+    thinned, peak = asyncio.run(replay())
+    assert peak < 2_000_000
+    assert len(thinned) == len(want[::40]) or abs(len(thinned) - len(want[::40])) <= 8
+    n = min(len(thinned), len(want[::40]))
+    assert snr_db(thinned[10:n - 10], want[::40][10:n - 10]) > 60

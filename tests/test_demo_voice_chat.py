@@ -38,4 +38,17 @@ def test_spoken_held_out_requests_get_the_right_spoken_replies(tmp_path, capsys)
     assert first["replied"].strip() == first["expected"] == "June has 30 days."
     assert results["summary"]["heard_right"] >= 0.65 and results["summary"]["replied_right"] >= 0.65
     assert len(list((tmp_path / "wavs").glob("reply-*.wav"))) == 20
-    assert "of 20 held-out requests" in capsys.readouterr().err
+    assert "of 20 spoken held-out requests: answered right" in capsys.readouterr().err
+
+
+def test_a_request_answered_right_is_not_a_miss_for_a_missing_word():
+    from foresay.app.bench_demo import DemoRequest, DemoResult, result_lines
+    from foresay.engine.demo.speech import VoiceSetting
+
+    request = DemoRequest("Um, so on what continent is Brazil?", "Brazil is in South America.",
+                          VoiceSetting("en-us-nyc+f4", 168, 52, 0.0))
+    result = DemoResult(request, "Um, so what continent is Brazil?", "Brazil is in South America.", 1.5, None)
+    assert result.replied_right and not result.heard_right
+    assert result_lines(result).startswith("ok ") and "not word for word" in result_lines(result)
+    wrong = DemoResult(request, request.text, "Brazil is in Europe.", 1.5, None)
+    assert result_lines(wrong).startswith("MISS") and "expected 'Brazil is in South America.'" in result_lines(wrong)

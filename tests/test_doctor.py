@@ -20,3 +20,29 @@ def test_real_checks_find_the_installed_stack():
     assert results["python package torch"].ok
     assert results["espeak-ng"].ok  # installed by the bootstrap
     assert not results["Zonos TTS"].essential
+
+
+def test_a_missing_output_device_is_a_problem_as_it_is_for_the_window(monkeypatch):
+    import sounddevice as sd
+
+    monkeypatch.setattr(sd, "query_devices", lambda: [{"name": "mic", "max_input_channels": 1,
+                                                       "max_output_channels": 0}])
+    checks = {c.name: c for c in doctor.check_portaudio()}
+    assert checks["input device"].ok
+    assert not checks["output device"].ok and checks["output device"].essential
+    assert "replay" in checks["output device"].fix
+
+
+def test_models_missing_while_offline_are_a_problem_not_ok(monkeypatch):
+    from foresay.app.config import load_settings
+
+    cpu = load_settings(profile="cpu")
+    monkeypatch.setattr(doctor, "_cached", lambda repo: False)
+    monkeypatch.setattr(doctor, "_offline", lambda: True)
+    [check] = doctor.check_models(cpu)
+    assert not check.ok and check.essential and "offline" in check.detail and "--profile demo" in check.fix
+    monkeypatch.setattr(doctor, "_offline", lambda: False)
+    [check] = doctor.check_models(cpu)
+    assert not check.ok and not check.essential and "first use" in check.detail
+    [check] = doctor.check_models(load_settings(profile="demo"))
+    assert check.ok and "nothing to download" in check.detail

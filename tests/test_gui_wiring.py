@@ -75,3 +75,22 @@ def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, set
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
     window.resize(1000, 700)
     window.grab().save(str(OUTPUT_DIR / "main_window_after_ptt_turn.png"))
+
+
+def test_the_window_starts_a_new_conversation_and_resumes_the_last_on_request(tmp_path, qapp, qsettings,
+                                                                              settings):  # noqa: F811
+    from foresay.app.history import HistoryStore, HistoryTurn
+
+    old = HistoryStore(tmp_path)
+    old.append(HistoryTurn("What is the capital of France?", "The capital of France is Paris."))
+    s = replace(settings, app=replace(settings.app, history_dir=tmp_path))
+    window, bridge = make_window(qapp, qsettings)
+    app = App(s, window, bridge)
+    restarts = []
+    app.restart = lambda **kw: restarts.append(kw)
+    assert app._history().turns == [] and app._history() is app._history()   # kept across restarts
+    window.resume_conversation.emit()
+    assert restarts == [{}]
+    assert app._history().path == old.path and len(app._history().turns) == 1
+    qapp.processEvents()
+    assert "resumed" in bridge.status.message

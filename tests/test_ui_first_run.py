@@ -31,6 +31,8 @@ def windows(qapp, qsettings):
         made.append(MainWindow(EventBridge() if not args else args[0], qsettings, *args[1:], **kwargs))
         return made[-1]
     yield make
+    import gc
+    gc.collect()   # apps made in the test go while their windows still exist
     for w in made:
         w.close()
         w.deleteLater()
@@ -91,7 +93,14 @@ def test_about_shows_the_build_revision(windows):
     box.close()
 
 
-def test_missing_model_offers_the_offline_profile_and_switches_to_it(windows, settings):  # noqa: F811
+def test_missing_models_start_the_demo_profile_say_so_and_remember_it(windows, settings, tmp_path):  # noqa: F811
+    """First run offline: the default profile's models cannot be had, so the app starts on the
+    embedded demo profile, says so plainly with the way to the real models, and remembers the
+    choice in config.toml; the real models are one click away."""
+    from foresay.app.config import load_settings, remember_profile
+
+    config = tmp_path / "config.toml"
+    config.write_text('# mine\n[app]\nmode = "push-to-talk"\n')
     cpu = replace(settings, app=replace(settings.app, profile="cpu"))
     loaded = []
 
@@ -101,20 +110,35 @@ def test_missing_model_offers_the_offline_profile_and_switches_to_it(windows, se
 
     bridge = EventBridge()
     window = windows(bridge)
-    app = App(cpu, window, bridge, load_profile)
+    app = App(cpu, window, bridge, load_profile, remember_profile=lambda name: remember_profile(config, name))
     app.start = lambda: loaded.append("started")  # the pipeline itself is not under test here
-    app.model_missing(ModelUnavailable("the language model 'Qwen/Qwen2.5-0.5B-Instruct' is not downloaded"))
+    window.set_ready(False, "the models are missing")
+    assert "listening" not in window.phase.text().replace("not listening", "")
+    app.model_missing(ModelUnavailable("model 'Qwen/Qwen2.5-0.5B-Instruct' is not in the local cache"))
     drain()
-    assert bridge.status.level == "error" and "--profile demo" in bridge.status.message
-    assert window.profile_offer.isVisibleTo(window) and "demo" in window.profile_offer.text()
-    app.restart(choices=replace(window.choices, verifier="reflection"))  # another attempt: offer withdrawn
-    assert not window.profile_offer.isVisibleTo(window)
-    app.model_missing(ModelUnavailable("the language model 'Qwen/Qwen2.5-0.5B-Instruct' is not downloaded"))
+    assert loaded == ["demo", "started"] and app.settings.app.profile == "demo"
+    message = bridge.status.message
+    assert bridge.status.level == "warning" and "offline 'demo' profile instead" in message
+    assert "Qwen/Qwen2.5-0.5B-Instruct" in message and "connect to the internet" in message
+    assert "--profile" not in message   # window advice in the window
+    assert window.profile_offer.isVisibleTo(window) and "Get the real models (cpu)" == window.profile_offer.text()
+    assert load_settings(config).app.profile == "demo" and load_settings(config).app.mode == "push-to-talk"
+    assert config.read_text().startswith("# mine\n")
     loaded.clear()
-    window.profile_offer.click()
-    assert loaded == ["demo", "started"]
-    assert app.settings.app.profile == "demo" and window.choices.profile == "demo"
-    assert not window.profile_offer.isVisibleTo(window)
+    window.profile_offer.click()   # back to the real models: chosen, so remembered
+    assert loaded == ["cpu", "started"] and load_settings(config).app.profile == "cpu"
+
+
+def test_on_an_offline_profile_a_missing_model_is_an_error_with_the_other_offline_profile(windows, settings):  # noqa: F811
+    demo = replace(settings, app=replace(settings.app, profile="demo"))
+    bridge = EventBridge()
+    window = windows(bridge)
+    app = App(demo, window, bridge, lambda name: replace(settings, app=replace(settings.app, profile=name)))
+    app.start = lambda: None
+    app.model_missing(ModelUnavailable("demo model 'demo' is missing from /x"))
+    drain()
+    assert bridge.status.level == "error" and app.settings.app.profile == "demo"
+    assert window.profile_offer.isVisibleTo(window) and "tiny-random" in window.profile_offer.text()
 
 
 def test_choosing_a_profile_in_settings_loads_that_profile(windows, settings):  # noqa: F811
@@ -131,3 +155,49 @@ def test_choosing_a_profile_in_settings_loads_that_profile(windows, settings):  
 def test_the_window_icon_comes_from_the_packaged_assets(qapp):
     sizes = {(s.width(), s.height()) for s in app_icon().availableSizes()}
     assert {(16, 16), (48, 48), (256, 256)} <= sizes
+
+
+def test_the_settings_dialog_shows_model_ids_and_paths_whole(qapp):
+    from ui_support import OUTPUT_DIR
+
+    from foresay.ui.settings import SettingsChoices, SettingsDialog
+
+    long_id = "~/models/Qwen2.5-7B-Instruct-GGUF/q4_k_m"
+    dialog = SettingsDialog(SettingsChoices(llm_model=long_id, asr_model="distil-whisper/distil-medium.en"))
+    dialog.show()
+    drain()
+    for box in (dialog.llm_model, dialog.asr_model):
+        edit = box.lineEdit()
+        assert edit.fontMetrics().horizontalAdvance(box.currentText()) < edit.width(), box.currentText()
+    assert dialog.llm_model.toolTip() == long_id
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    dialog.grab().save(str(OUTPUT_DIR / "settings_dialog.png"))
+    dialog.close()
+
+
+def test_the_header_says_listening_only_once_the_pipeline_is_ready(windows, settings, monkeypatch):  # noqa: F811
+    import asyncio
+
+    from foresay.app import assemble
+    from foresay.audio import capture
+
+    window = windows()
+    drain()
+    assert window.phase.text().startswith("<b>not listening</b>")
+
+    class NoMic:
+        def __init__(self, config):
+            from foresay.audio.errors import NoAudioDevice
+            raise NoAudioDevice("no input device found (is one plugged in and enabled?)")
+
+    async def never(*a, **k):
+        raise AssertionError("no pipeline without a microphone")
+    monkeypatch.setattr(capture, "MicSource", NoMic)
+    monkeypatch.setattr(assemble, "build_pipeline", never)
+    bridge = window.bridge
+    app = App(settings, window, bridge)
+    asyncio.run(app._run())
+    drain()
+    assert "not listening" in window.phase.text() and "no input device" in bridge.status.message
+    window.set_ready(True)
+    assert window.phase.text() == "<b>listening</b>"

@@ -25,6 +25,7 @@ def window(qapp, qsettings):
     bridge = EventBridge()
     w = MainWindow(bridge, qsettings, choices=SettingsChoices(ptt_shortcut="F9"),
                    options=SettingsOptions(profiles=("auto", "cpu-small", "offline-tiny"), voices=("en-us", "de")))
+    w.set_ready(True)   # as the app does once the pipeline listens
     w.show()
     drain()
     yield w

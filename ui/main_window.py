@@ -60,6 +60,7 @@ class MainWindow(QMainWindow):
     output_device_changed = Signal(str)
     settings_changed = Signal(object)      # SettingsChoices
     new_conversation = Signal()
+    resume_conversation = Signal()         # continue the latest saved conversation
     profile_requested = Signal(str)        # a profile to switch to (the offline profile offer)
 
     def __init__(self, bridge: EventBridge, settings: QSettings, config: WindowConfig = WindowConfig(),
@@ -75,6 +76,8 @@ class MainWindow(QMainWindow):
         self.choices = choices
         self.options = options
         self._shown = {"latency": -1, "status": -1}
+        self.ready = False                 # models loaded and audio devices open
+        self.not_ready_text = "starting"   # what the header says until then
 
         self.ptt = PushToTalk(self)
         self.ptt.pressed.connect(self.ptt_pressed)
@@ -106,6 +109,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
 
         self.status_text = QLabel()
+        self.status_text.setWordWrap(True)   # a long error is shown whole, never cut mid-word
+        self.status_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.hide()
@@ -133,6 +138,8 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         new = file_menu.addAction("&New conversation")
         new.triggered.connect(self.new_conversation)
+        resume = file_menu.addAction("&Resume last conversation")
+        resume.triggered.connect(self.resume_conversation)
         settings = file_menu.addAction("&Settings\u2026")
         settings.triggered.connect(self.open_settings)
         file_menu.addSeparator()
@@ -157,6 +164,13 @@ class MainWindow(QMainWindow):
 
     def set_output_devices(self, names: list[str], current: str | None = None) -> None:
         self.controls.set_devices(self.controls.output_device, names, current)
+
+    def set_ready(self, ready: bool, why: str = "") -> None:
+        """Whether the pipeline listens; until it does the header says why not (never "listening"
+        without loaded models and open devices)."""
+        self.ready = ready
+        self.not_ready_text = why or "not ready"
+        self.refresh()
 
     # --- user actions ------------------------------------------------------------------------
 
@@ -215,7 +229,8 @@ class MainWindow(QMainWindow):
         """Redraws what changed since the last tick (the live clock redraws while it runs)."""
         conversation, latency, status = self.bridge.conversation, self.bridge.latency, self.bridge.status
         self.conversation.refresh(conversation)
-        self.phase.setText(f"<b>{conversation.phase}</b>")
+        self.phase.setText(f"<b>{conversation.phase}</b>" if self.ready
+                           else f"<b>not listening</b> \u2014 {self.not_ready_text}")
         running = latency.live_voice_to_voice()[1]
         if running or latency.version != self._shown["latency"]:
             self._shown["latency"] = latency.version
@@ -235,7 +250,7 @@ class MainWindow(QMainWindow):
         if loading:
             text = f"Loading {loading}\u2026" + (f" \u2014 {text}" if text else "")
         self.status_text.setText(text)
-        self.status_text.setToolTip("Errors since start:\n" + "\n".join(status.errors[-10:]) if status.errors else "")
+        self.status_text.setToolTip("Errors since start:\n" + "\n".join(status.errors[-10:]) if status.errors else text)
         fraction = status.overall_progress()
         self.progress.setVisible(bool(status.loading))
         if fraction is None:

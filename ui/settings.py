@@ -99,6 +99,20 @@ def combo(items, current: str, editable: bool) -> QComboBox:
     return box
 
 
+MODEL_FIELD_CHARS = 44   # room for a hub id or a local path such as ~/models/Qwen2.5-7B-Instruct-GGUF
+
+
+def widen(box: QComboBox) -> QComboBox:
+    """A model field wide enough to show a hub id or a path whole (its full text also in the
+    tooltip), growing with the dialog."""
+    box.setMinimumWidth(box.fontMetrics().horizontalAdvance("M" * (MODEL_FIELD_CHARS * 2 // 3)) + 40)
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(MODEL_FIELD_CHARS)
+    box.setToolTip(box.currentText())
+    box.currentTextChanged.connect(box.setToolTip)
+    return box
+
+
 def spin(value: int, lo: int, hi: int, suffix: str = "") -> QSpinBox:
     box = QSpinBox()
     box.setRange(lo, hi)
@@ -118,9 +132,9 @@ class SettingsDialog(QDialog):
         self._choices = initial
         form = QFormLayout()
         self.profile = combo(options.profiles, initial.profile, editable=False)
-        self.llm_model = combo(options.llm_models, initial.llm_model, editable=True)
-        self.asr_model = combo(options.asr_models, initial.asr_model, editable=True)
-        self.tts_model = combo(options.tts_models, initial.tts_model, editable=True)
+        self.llm_model = widen(combo(options.llm_models, initial.llm_model, editable=True))
+        self.asr_model = widen(combo(options.asr_models, initial.asr_model, editable=True))
+        self.tts_model = widen(combo(options.tts_models, initial.tts_model, editable=True))
         self.verifier = combo(VERIFIERS, initial.verifier, editable=False)
         self.k = spin(initial.k, 1, 100)
         self.tts_voice = combo(options.voices, initial.tts_voice, editable=True)

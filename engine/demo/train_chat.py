@@ -156,6 +156,8 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
                  "final_loss": sum(losses[-50:]) / len(losses[-50:]),
                  "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
         (out / "training.json").write_text(json.dumps(stats, indent=2))
+        # what the model handles: the earlier turns its longest training dialogue had
+        (out / "foresay.json").write_text(json.dumps({"max_history_turns": domain.max_turns - 1}, indent=2))
         return stats
 
     last = config.stop_at or config.steps

@@ -2,7 +2,10 @@
 
 The system prompt and history are tokenized once and kept as token ids (the assistant's replies
 as the ids the model generated), so every new prompt extends the cached tokens and only the new
-turn is computed. When a prompt would overflow the context, the oldest turns are dropped (logged).
+turn is computed. The context holds at most as many earlier turns as the model handles (its
+declared `max_history_turns`; a small model trained on short dialogues answers nonsense after
+longer ones) and never more tokens than its context: the oldest turns leave the context (the saved
+history file keeps them).
 """
 from __future__ import annotations
 
@@ -39,9 +42,13 @@ class _Rendered:
 
 
 class Conversation:
-    def __init__(self, lm: ChatLM, system_prompt: str | None = None, reserve_tokens: int = 512):
-        """`reserve_tokens`: room kept free for the reply when fitting history into the context."""
+    def __init__(self, lm: ChatLM, system_prompt: str | None = None, reserve_tokens: int = 512,
+                 max_history_turns: int | None = None):
+        """`reserve_tokens`: room kept free for the reply when fitting history into the context;
+        `max_history_turns`: earlier turns kept in the context (None: what the model declares)."""
         self.lm = lm
+        self.max_history_turns = (getattr(lm, "max_history_turns", None) if max_history_turns is None
+                                  else max_history_turns)
         self.system_prompt = default_system_prompt() if system_prompt is None else system_prompt
         self.reserve_tokens = reserve_tokens
         self.messages: list[dict] = []
@@ -89,6 +96,14 @@ class Conversation:
         after = self.lm.encode(tail[at + len(text):])
         return Prompt(full, text, tuple(before + after), len(before) if after else None)
 
+    def _turns(self) -> int:
+        return sum(m["role"] == "user" for m in self.messages)
+
+    def _keep_turn_limit(self) -> None:
+        limit = self.max_history_turns
+        while limit is not None and self.messages and self._turns() > limit:
+            self._drop_oldest_turn(reason=f"the model handles {limit} earlier turn(s)")
+
     # --- history ----------------------------------------------------------------------------
 
     def commit_turn(self, prompt: Prompt, reply_ids: list[int]) -> str:
@@ -107,15 +122,16 @@ class Conversation:
             self._history = _Rendered(full, list(prompt.ids) + reply_ids + self.lm.encode(rest))
         else:
             self._history = _Rendered(full, self.lm.encode(full))
+        self._keep_turn_limit()
         return reply_text
 
-    def _drop_oldest_turn(self) -> None:
+    def _drop_oldest_turn(self, reason: str = "context full") -> None:
         cut = next((i for i, m in enumerate(self.messages[1:], 1) if m["role"] == "user"),
                    len(self.messages))
         self.messages = self.messages[cut:]
         self.dropped_turns += 1
-        log.warning("context full: dropped the oldest turn from the model's context "
-                    "(%d dropped so far)", self.dropped_turns)
+        log.log(logging.WARNING if reason == "context full" else logging.INFO,
+                "%s: the oldest turn left the model's context (%d so far)", reason, self.dropped_turns)
         self._history = self._render_history()
 
     def prefill_history(self) -> None:
@@ -132,6 +148,9 @@ class Conversation:
         """Start from a saved history of (user, assistant) texts, e.g. after a restart."""
         self.messages = [m for user, reply in turns
                          for m in ({"role": "user", "content": user}, {"role": "assistant", "content": reply})]
+        limit = self.max_history_turns
+        if limit is not None:
+            self.messages = self.messages[-2 * limit:] if limit else []
         self._history = self._render_history()
         while self.messages and len(self._history.ids) + self.reserve_tokens > self.lm.max_context:
             self._drop_oldest_turn()

@@ -1,0 +1,36 @@
+"""Command-line errors give command-line advice; the window gets the window's."""
+from foresay.app.cli import main
+from foresay.app.downloads import offline_hint
+
+
+def test_the_offline_hint_fits_where_it_is_shown():
+    assert "--profile demo" in offline_hint() and "File" not in offline_hint()
+    assert "File \u25b8 Settings" in offline_hint(window=True) and "--profile" not in offline_hint(window=True)
+
+
+def test_a_missing_model_in_replay_gets_command_line_advice(tmp_path, capsys, monkeypatch):
+    import numpy as np
+    from audio_kit import write_wav
+
+    from foresay.app import assemble
+    from foresay.engine.errors import ModelUnavailable
+
+    def offline(*a, **k):
+        raise ModelUnavailable("model 'Qwen/Qwen2.5-0.5B-Instruct' is not in the local cache")
+    monkeypatch.setattr(assemble, "download_models", offline)
+    audio = write_wav(tmp_path / "a.wav", np.zeros(16000), 16000, "s16")
+    assert main(["replay", str(audio), "--profile", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--profile demo" in err and "File" not in err
+
+
+def test_run_without_a_microphone_points_to_replay(capsys, monkeypatch):
+    from foresay.audio import devices
+    from foresay.audio.errors import NoAudioDevice
+
+    def none(spec, kind):
+        raise NoAudioDevice(f"no {kind} device found (is one plugged in and enabled?)")
+    monkeypatch.setattr(devices, "resolve_device", none)
+    assert main(["run", "--no-ui", "--profile", "tiny-random"]) == 2
+    err = capsys.readouterr().err
+    assert "no input device found" in err and "foresay replay" in err

@@ -1,0 +1,78 @@
+"""The echo canceller never damages the user's speech: a question spoken over a reply is heard as
+it is without the canceller when nothing leaks into the mic, and at least as well with the reply
+leaking in at -20 dB (espeak-ng voices, transcribed by the demo Whisper)."""
+import numpy as np
+import pytest
+from test_audio_bargein import room
+
+from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
+from foresay.audio.echo import EchoPathConfig, WebRtcEchoCanceller, webrtc_aec_available
+from foresay.audio.reference import PlaybackReference
+from foresay.engine.demo.evaluate_whisper import edit_distance, words
+from foresay.engine.demo.speech import VoiceSetting, speak
+
+pytestmark = pytest.mark.skipif(not webrtc_aec_available(), reason="livekit's AEC3 is not installed")
+
+T0 = 1000.0
+REPLY = "The capital of France is Paris. Okay, I will remind you to water the plants at 2 thirty. June has 30 days."
+QUESTIONS = ["Convert 7 meters to centimeters.", "How many days are in June?"]
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    from foresay.engine.asr.backends import GreedyBackend
+    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+
+    backend = GreedyBackend(load_whisper(WhisperModelConfig("demo")))
+    return lambda x: backend.text.decode(backend.transcribe(x).tokens).strip()
+
+
+def _level(x):
+    return (0.3 * x / np.abs(x).max()).astype(np.float32)
+
+
+def over_the_reply(question: str, leak_db: float | None):
+    """(mic, what was played, where the question lies): the question starts 0.8 s into the reply."""
+    reply = _level(speak(REPLY, VoiceSetting("en-us", 175, 50, 0.0), 0))
+    said = _level(speak(question, VoiceSetting("en+m2", 168, 52, 0.005), 1))
+    at = int(0.8 * SAMPLE_RATE)
+    n = max(len(reply), at + len(said) + 8000)
+    played = np.zeros(n, np.float32)
+    played[:len(reply)] = reply
+    mic = np.zeros(n, np.float32) if leak_db is None else room(played, 40, leak_db)
+    mic[at:at + len(said)] += said
+    return mic, played, slice(at - 3200, at + len(said) + 3200)
+
+
+def cancel(mic, played, ahead=960):
+    reference = PlaybackReference()
+    canceller = WebRtcEchoCanceller(reference)
+    reference.write(played[:ahead], T0)
+    out = []
+    for i in range(0, len(mic) - 320 + 1, 320):
+        j = i + ahead
+        reference.write(played[j:j + 320], T0 + j / SAMPLE_RATE)
+        out.append(canceller.process(AudioBlock(mic[i:i + 320], T0 + i / SAMPLE_RATE)).samples)
+    return np.concatenate(out), canceller
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_without_echo_the_question_is_heard_as_without_the_canceller(whisper, question):
+    mic, played, span = over_the_reply(question, None)
+    cleaned, canceller = cancel(mic, played)
+    assert canceller.frames_processed > 100 and canceller.frames_cancelled == 0
+    assert whisper(cleaned[span]) == whisper(mic[span])
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_with_the_reply_leaking_at_minus_20_db_the_question_is_heard_no_worse(whisper, question):
+    mic, played, span = over_the_reply(question, -20)
+    cleaned, canceller = cancel(mic, played)
+    assert canceller.frames_cancelled > 100   # the echo path was found and cancelled
+    errors = [edit_distance(words(question), words(whisper(x[span]))) for x in (cleaned, mic)]
+    assert errors[0] <= errors[1], errors
+
+
+def test_echo_path_config_is_checked():
+    with pytest.raises(Exception, match="threshold"):
+        EchoPathConfig(threshold=1.5)
