@@ -66,22 +66,56 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
 
 
 def asr_figures(args) -> dict:
-    """Single passes of the SpecASR pair: the target's verification (25 tokens) and the draft's
-    one-token step after 32 cached tokens, and the target's encoder."""
-    from foresay.app.asr_pass_timing import WHISPER_SHAPES, time_passes
+    """Single passes of the SpecASR pair after 32 cached tokens: the target's verification (25
+    tokens) and the draft's one-token step, through the captured decoder on CUDA; the target's
+    encoder."""
+    from foresay.app.asr_pass_timing import WHISPER_SHAPES
 
-    dtype = "float16" if args.device_obj.type == "cuda" else "float32"
-    if args.small:
-        shapes = {"target": SMALL_WHISPER["tiny-shape"], "draft": SMALL_WHISPER["tiny-shape"]}
-        names = ("tiny-shape-random", "tiny-shape-random")
-    else:
-        shapes = {"target": WHISPER_SHAPES["medium.en"], "draft": WHISPER_SHAPES["tiny.en"]}
-        names = ("medium.en-random", "tiny.en-random")
-    times = time_passes(str(args.device_obj), shapes, dtype=dtype, repeats=args.repeats)
-    return {"target": names[0], "draft": names[1],
-            "target_pass_ms": times["target"]["decoder_pass_25_ms"],
-            "draft_pass_ms": times["draft"]["decoder_pass_1_ms"],
-            "encoder_ms": times["target"]["encoder_ms"]}
+    shapes = (SMALL_WHISPER["tiny-shape"],) * 2 if args.small else (WHISPER_SHAPES["medium.en"],
+                                                                     WHISPER_SHAPES["tiny.en"])
+    names = ("tiny-shape-random",) * 2 if args.small else ("medium.en-random", "tiny.en-random")
+    target = time_whisper(shapes[0], args.device_obj, args.repeats, verify=25)
+    draft = time_whisper(shapes[1], args.device_obj, args.repeats, verify=1)
+    return {"target": names[0], "draft": names[1], "target_pass_ms": target["pass_ms"],
+            "draft_pass_ms": draft["pass_ms"], "encoder_ms": target["encoder_ms"]}
+
+
+def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 32) -> dict:
+    """Median ms of the encoder and of one decoder pass of `verify` tokens after `context`."""
+    import statistics
+
+    import torch
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    from foresay.engine.asr.captured import attach, make_cursor
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    config = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=shape["d_model"],
+                           encoder_layers=shape["layers"], decoder_layers=shape["layers"],
+                           encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
+                           encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"])
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    model = WhisperForConditionalGeneration(config).to(device, dtype).eval()
+    if device.type == "cuda":
+        attach(model)
+    features = torch.randn(1, 80, 3000, device=device, dtype=dtype)
+    encoder, passes = [], []
+    with torch.inference_mode():
+        for run in range(repeats + 1):  # run 0 warms up
+            sync()
+            start = time.perf_counter()
+            encoder_out = model.model.encoder(features).last_hidden_state
+            sync()
+            encoder.append(time.perf_counter() - start)
+            cursor = make_cursor(model, encoder_out)
+            cursor.extend(list(range(1000, 1000 + context)))
+            sync()
+            start = time.perf_counter()
+            cursor.extend(list(range(2000, 2000 + verify)))
+            sync()
+            passes.append(time.perf_counter() - start)
+    return {"encoder_ms": round(1000 * statistics.median(encoder[1:]), 3),
+            "pass_ms": round(1000 * statistics.median(passes[1:]), 3)}
 
 
 def tts_figures() -> dict:
