@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-SMALL_WHISPER = {"tiny-shape": dict(d_model=64, layers=2, heads=4, ffn=128)}
+SMALL_WHISPER = {"tiny-shape": dict(d_model=64, layers=2, heads=4, ffn=128, frames=300)}
 
 
 def measure_bandwidth(device, gib: float, repeats: int = 5) -> float:
@@ -54,7 +54,7 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
     llm = {"model": args.llm, "weight_gb": round(weight_gb, 3), "floor_ms": round(floor_ms, 3),
            "decode_step_ms": round(step_ms, 3), "verify_ms": round(timing["verify_pass_ms_tail16_draft32"], 3),
            "ratio_to_floor": round(step_ms / floor_ms, 2), "warmup_s": round(warmup_s, 2),
-           "exact": lm.cache_kind == "static" and lm.exact}
+           "exact": bool(lm.cache_kind == "static" and lm.exact and lm.static_engine().exact_verified)}
     conversations = load_prompts(None, args.prompts, multi_turn=False)
     config = PredGenConfig(max_new_tokens=args.max_new_tokens)
     results = run_methods(lm, ["baseline", "greedy"], conversations, config, 600 / 60)
@@ -93,12 +93,13 @@ def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 
     config = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=shape["d_model"],
                            encoder_layers=shape["layers"], decoder_layers=shape["layers"],
                            encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
-                           encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"])
+                           encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"],
+                           max_source_positions=shape.get("frames", 3000) // 2)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     model = WhisperForConditionalGeneration(config).to(device, dtype).eval()
     if device.type == "cuda":
         attach(model)
-    features = torch.randn(1, 80, 3000, device=device, dtype=dtype)
+    features = torch.randn(1, 80, 2 * config.max_source_positions, device=device, dtype=dtype)
     encoder, passes = [], []
     with torch.inference_mode():
         for run in range(repeats + 1):  # run 0 warms up

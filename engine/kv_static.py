@@ -242,23 +242,41 @@ class StaticEngine:
         else:
             self.sizes = FAST_BUCKETS if self.graphs else None
         self.pool = graph_pool(self.device)
+        self.exact_verified: bool | None = None  # set by warmup() in exact mode
         self._spare: StaticKVCache | None = None
 
     def new_cache(self) -> StaticKVCache:
         """A cache of its own buffers (and graphs); the one warmed up before 'ready' comes first."""
-        cache, self._spare = self._spare or StaticKVCache(self), None
-        return cache
+        cache, self._spare = self._spare, None  # (an empty cache is falsy: it has a length)
+        return cache if cache is not None else StaticKVCache(self)
 
     def captured(self, cache: StaticKVCache) -> int:
         return sum(1 for s in cache._shapes.values() if s.run.captured)
 
     def warmup(self) -> StaticKVCache:
-        """Build (and on CUDA capture) a cache, run a prefill and a step through it, keep it as
-        the next `new_cache()`."""
+        """Build (and on CUDA capture) a cache, run passes through it, check exact mode on this
+        device (`exact_verified`), and keep the cache as the next `new_cache()`."""
         cache = self.new_cache()
-        ids = self.lm.encode("Hello, how are you today?") or [0]
-        logits = cache.append(ids, keep_logits=1)
-        cache.append([int(logits[-1].argmax())], keep_logits=1)
+        ids = self.lm.encode("Hello, how are you today? Tell me about the weather in Paris.") or [0]
+        self.exact_verified = self.probe_exact(cache, ids) if self.exact else False
+        if self.exact and not self.exact_verified:
+            log.warning("exact mode is NOT exact on this device: a position's logits changed with its "
+                        "row in the pass (a matrix kernel whose order depends on the row); PredGen-greedy "
+                        "may differ from greedy decoding at near-ties")
         cache.reset()
         self._spare = cache
         return cache
+
+    @staticmethod
+    def probe_exact(cache: StaticKVCache, ids: list[int]) -> bool:
+        """Logits of the same tokens run as one pass and in uneven chunks (every position at
+        another row of its pass) are bit for bit equal: the premise of exact mode, measured."""
+        ids = (ids * (1 + 24 // len(ids)))[:24]
+        cache.reset()
+        whole = cache.append(ids)
+        cache.reset()
+        parts, at = [], 0
+        for n in (1, 5, 1, 7, 3, 7):
+            parts.append(cache.append(ids[at:at + n]))
+            at += n
+        return torch.equal(whole, torch.cat(parts))

@@ -174,3 +174,14 @@ def test_llama_architecture_runs_on_the_static_cache(tiny_lm):
     cache = lm.kv_cache()
     got = torch.cat([cache.append(ids[:9]), cache.append(ids[9:])])
     assert torch.allclose(got, reference, atol=1e-4, rtol=1e-4)
+
+
+def test_warmup_checks_exact_mode_and_leaves_an_empty_cache_for_the_conversation(load_fixture_lm):
+    lm = load_fixture_lm("tiny-random", seed=4, cache="static", max_context=CONTEXT)
+    lm.warmup()
+    engine = lm.static_engine()
+    assert engine.exact_verified is True
+    assert lm.warmup_seconds > 0
+    spare = engine._spare
+    conv = Conversation(lm)
+    assert conv.cache is spare and conv.cache.tokens == []
