@@ -217,7 +217,10 @@ class StaticKVCache(KVCache):
         """The pass over `shape`'s static inputs: logits of every row, in the model's dtype."""
         model = self.engine.model
         allowed = self._key_index[None, :] <= shape.pos[:, None]  # a row sees the keys up to its position
-        mask = allowed.repeat(self._groups, 1)[None, None]
+        # additive, in the model's dtype, built once per pass (a boolean mask would be converted
+        # in every layer); its rows repeat per query head of a group, as the heads fold in
+        bias = torch.zeros(allowed.shape, dtype=model.dtype, device=allowed.device)
+        mask = bias.masked_fill_(~allowed, float("-inf")).repeat(self._groups, 1)[None, None]
         self._buffers.write_at = shape.pos
         with _attention_of(model.config, _ATTENTION):
             hidden = model.model(input_ids=shape.ids, position_ids=shape.pos[None], attention_mask=mask,

@@ -185,3 +185,14 @@ def test_warmup_checks_exact_mode_and_leaves_an_empty_cache_for_the_conversation
     spare = engine._spare
     conv = Conversation(lm)
     assert conv.cache is spare and conv.cache.tokens == []
+
+
+def test_settings_take_the_cache_kind_and_exact_mode():
+    from foresay.app.config import load_settings
+    from foresay.app.settings import ConfigError
+
+    settings = load_settings(profile="tiny-random", overrides=["llm.cache=static", "llm.exact=false"])
+    assert (settings.llm.cache, settings.llm.exact) == ("static", False)
+    assert load_settings(profile="gpu-24gb").llm.cache == "auto"
+    with pytest.raises(ConfigError, match="cache 'fast'"):
+        load_settings(profile="tiny-random", overrides=["llm.cache=fast"])
