@@ -87,7 +87,7 @@ def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
-    from foresay.engine.asr.captured import attach, make_cursor
+    from foresay.engine.asr.captured import attach, encode, make_cursor
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     config = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=shape["d_model"],
@@ -105,7 +105,7 @@ def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 
         for run in range(repeats + 1):  # run 0 warms up
             sync()
             start = time.perf_counter()
-            encoder_out = model.model.encoder(features).last_hidden_state
+            encoder_out = encode(model, features)
             sync()
             encoder.append(time.perf_counter() - start)
             cursor = make_cursor(model, encoder_out)

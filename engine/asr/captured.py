@@ -210,6 +210,36 @@ class StaticCursor(DecoderCursor):
         return torch.cat(out) if len(out) > 1 else out[0]
 
 
+class CapturedEncoder:
+    """The encoder's one fixed-shape pass (a full window of mel frames), captured."""
+
+    def __init__(self, model):
+        config = model.config
+        self.model = model
+        self.features = torch.zeros((1, config.num_mel_bins, 2 * config.max_source_positions),
+                                    dtype=model.dtype, device=model.device)
+        with torch.inference_mode():
+            self.run = make_pass(self._forward, model.device, graph_pool(model.device),
+                                 capture=model.device.type == "cuda" and torch.cuda.is_available())
+
+    def _forward(self) -> torch.Tensor:
+        return self.model.model.encoder(self.features).last_hidden_state
+
+    @torch.inference_mode()
+    def __call__(self, features: torch.Tensor) -> torch.Tensor:
+        self.features.copy_(features)
+        return self.run().clone()  # the next window overwrites the static output
+
+
+def encode(model, features: torch.Tensor) -> torch.Tensor:
+    """The encoder output: through the captured encoder when one is attached."""
+    encoder = getattr(model, "foresay_encoder", None)
+    if encoder is not None:
+        return encoder(features)
+    with torch.inference_mode():
+        return model.model.encoder(features).last_hidden_state
+
+
 def make_cursor(model, encoder_out: torch.Tensor) -> DecoderCursor:
     """The model's captured cursor when one is attached (`attach`), else the dynamic one."""
     captured = getattr(model, "foresay_captured", None)
@@ -217,7 +247,8 @@ def make_cursor(model, encoder_out: torch.Tensor) -> DecoderCursor:
 
 
 def attach(model, rows: tuple[int, ...] = EXACT_ROWS) -> CapturedDecoder:
-    """Give `model` a captured decoder, which `make_cursor` then uses."""
+    """Give `model` a captured decoder and encoder, which `make_cursor` and `encode` then use."""
     captured = CapturedDecoder(model, rows)
     model.foresay_captured = captured
+    model.foresay_encoder = CapturedEncoder(model)
     return captured
