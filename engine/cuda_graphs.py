@@ -51,7 +51,9 @@ class GraphPass:
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
+        # thread_local: models load and warm up in worker threads; another thread's CUDA work
+        # during this capture must neither fail nor be recorded
+        with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
             self.output = fn()
         torch.cuda.synchronize()
         self.capture_seconds = time.perf_counter() - start
