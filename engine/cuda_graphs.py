@@ -63,6 +63,13 @@ class GraphPass:
         return self.output
 
 
+def static_passes_supported() -> bool:
+    """The static caches hand transformers' layers their own cache objects and 4-D masks, which
+    transformers 5 takes as they are (4.x built its masks and caches differently)."""
+    import transformers
+    return int(transformers.__version__.split(".")[0]) >= 5
+
+
 def graph_pool(device: torch.device):
     """A memory pool shared by one owner's graphs (they never run concurrently), or None."""
     return torch.cuda.graph_pool_handle() if device.type == "cuda" and torch.cuda.is_available() else None

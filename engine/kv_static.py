@@ -26,7 +26,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from foresay.engine.cuda_graphs import graph_pool, make_pass
+from foresay.engine.cuda_graphs import graph_pool, make_pass, static_passes_supported
 from foresay.engine.errors import ForesayError, PromptTooLong
 from foresay.engine.kv import KVCache
 
@@ -47,6 +47,8 @@ _ATTENTION = "foresay_static"
 def static_unsupported(config) -> str | None:
     """Why the static cache cannot run a model of this config (None: it can)."""
     kind = getattr(config, "model_type", "?")
+    if not static_passes_supported():
+        return "the static cache needs transformers 5"
     if kind not in ARCHITECTURES:
         return f"architecture {kind!r} is not one the static cache supports ({', '.join(ARCHITECTURES)})"
     types = getattr(config, "layer_types", None)

@@ -57,7 +57,8 @@ def build_backend(config: AsrConfig) -> AsrBackend:
     def load(name: str):
         whisper = load_whisper(WhisperModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
                                                   attention=config.attention, fixture_root=config.fixture_root))
-        if whisper.device.type == "cuda":  # decoder passes as CUDA graphs (engine/asr/captured.py)
+        from foresay.engine.cuda_graphs import static_passes_supported
+        if whisper.device.type == "cuda" and static_passes_supported():  # CUDA graphs (asr/captured.py)
             from foresay.engine.asr.captured import attach
             attach(whisper.model)
         return whisper
