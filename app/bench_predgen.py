@@ -155,7 +155,6 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
     """Cost of the same new turn (prefill it, decode `reply_tokens`) after no history and after
     `turns - 1` earlier turns, timed alternately; medians."""
     from foresay.engine.decoding import greedy_reply
-    from foresay.engine.kv import KVCache
     from foresay.engine.predgen.conversation import Conversation
 
     first = Conversation(lm, reserve_tokens=reply_tokens)
@@ -165,6 +164,7 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
         ids, _ = greedy_reply(late.cache, list(prompt.ids), reply_tokens)
         late.commit_turn(prompt, ids)
     costs: dict[str, list[float]] = {"first": [], "late": [], "cold": []}
+    cold = lm.kv_cache()  # one cache emptied each time (a static one is costly to make)
     for _ in range(repeats):
         for name, conv in (("first", first), ("late", late)):
             conv.prefill_history()
@@ -173,8 +173,9 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
             start = time.perf_counter()
             greedy_reply(conv.cache, list(prompt.ids), reply_tokens)
             costs[name].append(time.perf_counter() - start)
+        cold.reset()
         start = time.perf_counter()
-        greedy_reply(KVCache(lm), list(late.prompt(text).ids), reply_tokens)
+        greedy_reply(cold, list(late.prompt(text).ids), reply_tokens)
         costs["cold"].append(time.perf_counter() - start)
     first_ms, late_ms = (1000 * statistics.median(costs[k]) for k in ("first", "late"))
     return {"turns": turns, "context_tokens": len(late.prompt(text).ids), "turn_1_ms": first_ms,
@@ -185,11 +186,9 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
 def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32, repeats: int = 10) -> dict:
     """Median ms of one decode step and of one verification pass (a changed prompt tail plus a
     draft) after `context` cached tokens."""
-    from foresay.engine.kv import KVCache
-
     vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
     ids = [(7 * i + 3) % vocab for i in range(context + tail + draft + 1)]
-    cache = KVCache(lm)
+    cache = lm.kv_cache()
     cache.append(ids[:context], keep_logits=1)
     step, verify = [], []
     for _ in range(repeats):
@@ -220,15 +219,18 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": Path(args.json) if args.json else None},
                   {"--prompts": Path(args.prompts) if args.prompts else None})
     lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
-                            threads=args.threads))
-    lm.warmup()
+                            threads=args.threads, cache=args.cache, exact=not args.fast))
+    warmup_s = lm.warmup()
     config = PredGenConfig(max_new_tokens=args.max_new_tokens, tts_latency_s=args.tts_latency_ms / 1000)
     n_prompts = sum(len(c) for c in conversations)
-    print(f"model {args.model} on {lm.device} ({str(lm.dtype).removeprefix('torch.')}), "
+    print(f"model {args.model} on {lm.device} ({str(lm.dtype).removeprefix('torch.')}), {lm.cache_kind} "
+          f"cache{' (exact)' if lm.cache_kind == 'static' and lm.exact else ''}, warm-up {warmup_s:.2f} s, "
           f"{n_prompts} prompts, {args.speed:g} chars/min", file=sys.stderr)
     results = run_methods(lm, methods, conversations, config, args.speed / 60)
     summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
-    report = {"model": args.model, "device": str(lm.device), "prompts": n_prompts, "methods": summary}
+    report = {"model": args.model, "device": str(lm.device), "cache": lm.cache_kind,
+              "exact": lm.cache_kind == "static" and lm.exact, "warmup_s": warmup_s,
+              "prompts": n_prompts, "methods": summary}
     report["pass_timing"] = measure_pass_timing(lm)
     if args.turn_cost:
         report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
@@ -289,4 +291,9 @@ def register(benches) -> None:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--seed", type=int, default=0, help="seed of a built-in model")
     p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    p.add_argument("--cache", choices=("auto", "static", "dynamic"), default="auto",
+                   help="KV cache: static (preallocated, captured passes on CUDA), dynamic, or auto "
+                        "(static on CUDA, dynamic on CPU)")
+    p.add_argument("--fast", action="store_true",
+                   help="static cache without exact mode (one-row decode steps, bucketed verification)")
     p.set_defaults(func=run)

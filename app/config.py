@@ -134,21 +134,24 @@ class Settings:
 
 
 # Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.
+# On CUDA the LLM runs a static KV cache (llm.cache = "auto"), whose every pass attends over the
+# whole preallocated context: 8192 tokens keep that a small share of a 7B pass (and 0.5 GB).
+_GPU_CONTEXT = 8192
 PROFILES: dict[str, dict] = {
     "gpu-24gb": {  # the flagship experience
-        "llm": {"model": "Qwen/Qwen2.5-7B-Instruct", "device": "cuda"},
+        "llm": {"model": "Qwen/Qwen2.5-7B-Instruct", "device": "cuda", "max_context": _GPU_CONTEXT},
         "asr": {"target": "openai/whisper-medium.en", "draft": "openai/whisper-tiny.en",
                 "backend": "specasr", "device": "cuda"},
         "tts": {"engine": "zonos"},
     },
     "gpu-16gb": {
-        "llm": {"model": "Qwen/Qwen2.5-3B-Instruct", "device": "cuda"},
+        "llm": {"model": "Qwen/Qwen2.5-3B-Instruct", "device": "cuda", "max_context": _GPU_CONTEXT},
         "asr": {"target": "openai/whisper-medium.en", "draft": "openai/whisper-tiny.en",
                 "backend": "specasr", "device": "cuda"},
         "tts": {"engine": "zonos"},
     },
     "gpu-8gb": {
-        "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda"},
+        "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda", "max_context": _GPU_CONTEXT},
         "asr": {"target": "small.en", "backend": "faster-whisper", "device": "cuda"},
         "tts": {"engine": "espeak"},
     },

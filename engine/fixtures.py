@@ -117,9 +117,15 @@ def build_tokenizer(vocab_size: int, seed: int, corpus: list[str] | None = None)
 
 
 def fixture_dir(name: str, seed: int = 0) -> Path:
-    from platformdirs import user_cache_dir
-    root = Path(os.environ.get("FORESAY_FIXTURE_DIR") or Path(user_cache_dir("foresay")) / "fixtures")
-    return root / f"{name}-seed{seed}-v{FIXTURE_VERSION}"
+    root = os.environ.get("FORESAY_FIXTURE_DIR")
+    if not root:
+        try:
+            from platformdirs import user_cache_dir
+            cache = Path(user_cache_dir("foresay"))
+        except ImportError:  # a bare GPU image (`foresay bench gpu`) may lack platformdirs
+            cache = Path.home() / ".cache" / "foresay"
+        root = cache / "fixtures"
+    return Path(root) / f"{name}-seed{seed}-v{FIXTURE_VERSION}"
 
 
 def ensure_fixture(name: str, seed: int = 0) -> Path:

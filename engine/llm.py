@@ -39,6 +39,12 @@ class LLMConfig:
     revision: hub revision to load.
     seed: seed of a built-in fixture.
     threads: CPU threads for torch (0 leaves torch's default).
+    cache: the conversation's KV cache: "static" (preallocated to max_context, fixed-shape passes,
+        captured as CUDA graphs on a GPU), "dynamic" (grows as needed), or "auto" (static on CUDA
+        where the model allows it, else dynamic: on a CPU the dynamic one is faster).
+    exact: static cache only: every pass has one shape, so PredGen-greedy equals greedy decoding
+        bit for bit (False: one-row decode steps and bucketed verification, a little faster on a
+        GPU, but near-ties may round differently between the two).
     """
     model: str = FLAGSHIP_MODEL
     device: str = "auto"
@@ -48,6 +54,8 @@ class LLMConfig:
     revision: str | None = None
     seed: int = 0
     threads: int = 0
+    cache: str = "auto"
+    exact: bool = True
 
     def __post_init__(self):
         if not self.model or not self.model.strip():
@@ -62,6 +70,8 @@ class LLMConfig:
             raise ForesayError("LLM config: threads must be >= 0")
         if self.max_history_turns is not None and self.max_history_turns < 0:
             raise ForesayError("LLM config: max_history_turns must be >= 0")
+        if self.cache not in ("auto", "static", "dynamic"):
+            raise ForesayError(f"LLM config: cache {self.cache!r} is not one of auto, static, dynamic")
 
 
 @dataclass
@@ -145,7 +155,7 @@ class ChatLM:
     max_history_turns: earlier turns the model handles in its context (None: as many as fit)."""
 
     def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
-                 name: str, max_history_turns: int | None = None):
+                 name: str, max_history_turns: int | None = None, cache: str = "dynamic", exact: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
@@ -156,6 +166,10 @@ class ChatLM:
         self.stats = ForwardStats()
         self.eos_ids = self._eos_ids()
         self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.cache_kind = cache  # "static" | "dynamic": what kv_cache() makes
+        self.exact = exact
+        self.warmup_seconds: float | None = None
+        self._static = None
 
     def _eos_ids(self) -> frozenset[int]:
         ids = set()
@@ -186,6 +200,19 @@ class ChatLM:
 
     # --- compute ---------------------------------------------------------------------------
 
+    def kv_cache(self):
+        """A new KV cache for a conversation, of the kind chosen at load time (llm.cache)."""
+        if self.cache_kind == "static":
+            return self.static_engine().new_cache()
+        from foresay.engine.kv import KVCache
+        return KVCache(self)
+
+    def static_engine(self):
+        if self._static is None:
+            from foresay.engine.kv_static import StaticEngine
+            self._static = StaticEngine(self, self.exact)
+        return self._static
+
     def new_cache(self):
         from transformers import DynamicCache
         return DynamicCache(config=self.model.config)
@@ -205,12 +232,21 @@ class ChatLM:
         return logits
 
     @torch.inference_mode()
-    def warmup(self) -> None:
-        """One prefill and one step, so first-use costs (allocations, kernels) precede 'ready'."""
-        cache = self.new_cache()
-        ids = self.encode("Hello, how are you today?") or [0]
-        logits = self.forward(cache, ids, 1)
-        self.forward(cache, [int(logits[-1].argmax())], 1)
+    def warmup(self) -> float:
+        """One prefill and one step, so first-use costs (allocations, kernels, and with the static
+        cache the capture of its passes) precede 'ready'. Returns (and logs) the seconds taken."""
+        start = time.perf_counter()
+        if self.cache_kind == "static":
+            self.static_engine().warmup()
+        else:
+            cache = self.new_cache()
+            ids = self.encode("Hello, how are you today?") or [0]
+            logits = self.forward(cache, ids, 1)
+            self.forward(cache, [int(logits[-1].argmax())], 1)
+        self.warmup_seconds = time.perf_counter() - start
+        log.info("LLM warm-up (%s cache%s): %.2f s", self.cache_kind,
+                 ", exact" if self.exact and self.cache_kind == "static" else "", self.warmup_seconds)
+        return self.warmup_seconds
 
 
 def load_llm(config: LLMConfig) -> ChatLM:
@@ -243,6 +279,8 @@ def load_llm(config: LLMConfig) -> ChatLM:
     turns = config.max_history_turns
     if turns is None and Path(source).is_dir():
         turns = declared_history_turns(source)
-    log.info("loaded %s on %s (%s), context %d, history %s", config.model, device, dtype, max_context,
-             "as much as fits" if turns is None else f"{turns} earlier turn(s)")
-    return ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns)
+    from foresay.engine.kv_static import choose_cache
+    cache = choose_cache(config.cache, device, model.config)
+    log.info("loaded %s on %s (%s), context %d, %s cache, history %s", config.model, device, dtype, max_context,
+             cache, "as much as fits" if turns is None else f"{turns} earlier turn(s)")
+    return ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns, cache, config.exact)

@@ -55,8 +55,13 @@ def build_backend(config: AsrConfig) -> AsrBackend:
     from foresay.engine.asr.models import WhisperModelConfig, load_whisper
 
     def load(name: str):
-        return load_whisper(WhisperModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
-                                               attention=config.attention, fixture_root=config.fixture_root))
+        whisper = load_whisper(WhisperModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
+                                                  attention=config.attention, fixture_root=config.fixture_root))
+        from foresay.engine.cuda_graphs import static_passes_supported
+        if whisper.device.type == "cuda" and static_passes_supported():  # CUDA graphs (asr/captured.py)
+            from foresay.engine.asr.captured import attach
+            attach(whisper.model)
+        return whisper
 
     if backend == "greedy":
         return GreedyBackend(load(config.target), config.limits)

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from foresay.engine.asr.cursor import DecoderCursor
+from foresay.engine.asr.captured import make_cursor
 from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.vocab import SuppressionRules
 
@@ -59,7 +59,7 @@ def finish(generated: list[int], eot: int, stats: DecodeStats) -> DecodeResult:
 def greedy_decode(model, encoder_out: torch.Tensor, prefix: Sequence[int], rules: SuppressionRules,
                   eot: int, max_new_tokens: int = 224) -> DecodeResult:
     """Decode one token per pass after the forced `prefix`, until end-of-text or the budget."""
-    cursor = DecoderCursor(model, encoder_out)
+    cursor = make_cursor(model, encoder_out)
     budget = token_budget(prefix, max_new_tokens, cursor.max_positions)
     sequence = list(prefix)
     generated: list[int] = []

@@ -77,7 +77,8 @@ class LoadedWhisper:
 
     @torch.inference_mode()
     def encode(self, audio: np.ndarray) -> torch.Tensor:
-        return self.model.model.encoder(self.features(audio)).last_hidden_state
+        from foresay.engine.asr.captured import encode  # a captured encoder on CUDA, if attached
+        return encode(self.model, self.features(audio))
 
 
 def check_audio(audio) -> np.ndarray:

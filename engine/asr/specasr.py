@@ -16,6 +16,7 @@ from typing import Sequence
 
 import torch
 
+from foresay.engine.asr.captured import make_cursor
 from foresay.engine.asr.cursor import DecoderCursor
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.greedy import DecodeResult, DecodeStats, finish, pick, token_budget
@@ -142,8 +143,8 @@ def speculative_decode(target, draft, target_encoder_out: torch.Tensor, draft_en
                        recycled: Sequence[int] = ()) -> DecodeResult:
     """Greedy decoding of `target` after `prefix`, sped up by `draft`. `recycled` is a first
     guess of the continuation (e.g. the previous hop's unconfirmed tail)."""
-    verifier = DecoderCursor(target, target_encoder_out)
-    drafter = DecoderCursor(draft, draft_encoder_out)
+    verifier = make_cursor(target, target_encoder_out)
+    drafter = make_cursor(draft, draft_encoder_out)
     budget = token_budget(prefix, max_new_tokens, min(verifier.max_positions, drafter.max_positions))
     start = len(prefix)
     sequence = list(prefix)
