@@ -176,7 +176,7 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
             greedy_decode(conv.cache, list(prompt.ids), reply_tokens)
             costs[name].append(time.perf_counter() - start)
         start = time.perf_counter()
-        greedy_decode(KVCache(lm), list(late.prompt(text).ids), reply_tokens)
+        greedy_decode(lm.kv_cache(), list(late.prompt(text).ids), reply_tokens)
         costs["cold"].append(time.perf_counter() - start)
     first_ms, late_ms = (1000 * statistics.median(costs[k]) for k in ("first", "late"))
     return {"turns": turns, "context_tokens": len(late.prompt(text).ids), "turn_1_ms": first_ms,
@@ -191,7 +191,7 @@ def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32,
 
     vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
     ids = [(7 * i + 3) % vocab for i in range(context + tail + draft + 1)]
-    cache = KVCache(lm)
+    cache = lm.kv_cache()
     cache.append(ids[:context], keep_logits=1)
     step, verify = [], []
     for _ in range(repeats):

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from importlib import resources
 
 from foresay.engine.errors import EmptyPrompt, PromptTooLong
-from foresay.engine.kv import KVCache
 from foresay.engine.llm import ChatLM
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ class Conversation:
         self.system_prompt = default_system_prompt() if system_prompt is None else system_prompt
         self.reserve_tokens = reserve_tokens
         self.messages: list[dict] = []
-        self.cache = KVCache(lm)
+        self.cache = lm.kv_cache()
         self.dropped_turns = 0
         self._history = self._render_history()
 
