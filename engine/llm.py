@@ -184,25 +184,20 @@ def _offline_hint(model: str) -> str:
             f"model ({fixtures}).")
 
 
-class ChatLM:
-    """A loaded causal LM with its tokenizer and chat template."""
+class ChatText:
+    """The text side of a chat model: its tokenizer, chat template and end-of-reply tokens.
 
-    def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
-                 name: str):
-        self.model = model
+    `eos_sources`: objects with an `eos_token_id` (the model's config and generation config)."""
+
+    def __init__(self, tokenizer, name: str, eos_sources=()):
         self.tokenizer = tokenizer
-        self.system_role = has_system_role(tokenizer)  # False: the system prompt joins the first user message
-        self.device = device
-        self.dtype = dtype
-        self.max_context = max_context
         self.name = name
-        self.stats = ForwardStats()
-        self.eos_ids = self._eos_ids()
-        self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.system_role = has_system_role(tokenizer)  # False: the system prompt joins the first user message
+        self.eos_ids = self._eos_ids(eos_sources)
 
-    def _eos_ids(self) -> frozenset[int]:
+    def _eos_ids(self, sources) -> frozenset[int]:
         ids = set()
-        for source in (getattr(self.model, "generation_config", None), self.model.config):
+        for source in sources:
             value = getattr(source, "eos_token_id", None)
             if value is not None:
                 ids.update(value if isinstance(value, (list, tuple)) else [value])
@@ -216,8 +211,6 @@ class ChatLM:
         if closing is not None:  # a supplied template's own end of message
             ids.add(closing)
         return frozenset(ids)
-
-    # --- text ------------------------------------------------------------------------------
 
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
         if not self.system_role:
@@ -233,6 +226,20 @@ class ChatLM:
     def decode(self, ids) -> str:
         return self.tokenizer.decode([i for i in ids if i not in self.eos_ids],
                                      skip_special_tokens=True)
+
+
+class ChatLM(ChatText):
+    """A loaded causal LM with its tokenizer and chat template."""
+
+    def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
+                 name: str):
+        self.model = model
+        self.device = device
+        self.dtype = dtype
+        self.max_context = max_context
+        self.stats = ForwardStats()
+        self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        super().__init__(tokenizer, name, (getattr(model, "generation_config", None), model.config))
 
     # --- compute ---------------------------------------------------------------------------
 
