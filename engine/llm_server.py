@@ -201,7 +201,8 @@ def connect_server_llm(config: LLMConfig) -> ServerLM:
         eos_sources.append(AutoConfig.from_pretrained(source, **({"gguf_file": gguf_file} if gguf_file else {})))
     except (OSError, ValueError):
         pass
-    limit = info.get("max_model_len") or config.max_context or 4096
+    trained = getattr(eos_sources[0], "max_position_embeddings", None) if eos_sources else None
+    limit = info.get("max_model_len") or config.max_context or trained or 4096
     lm = ServerLM(client, tokenizer, config.model, min(config.max_context or limit, limit), eos_sources=eos_sources)
     log.info("connected to %s", lm.description)
     return lm
