@@ -157,7 +157,6 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
     """Cost of the same new turn (prefill it, decode `reply_tokens`) after no history and after
     `turns - 1` earlier turns, timed alternately; medians."""
     from foresay.engine.decoding import greedy_decode
-    from foresay.engine.kv import KVCache
     from foresay.engine.predgen.conversation import Conversation
 
     first = Conversation(lm, reserve_tokens=reply_tokens)
@@ -187,7 +186,6 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
 def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32, repeats: int = 10) -> dict:
     """Median ms of one decode step and of one verification pass (a changed prompt tail plus a
     draft) after `context` cached tokens."""
-    from foresay.engine.kv import KVCache
 
     vocab = min(getattr(lm, "vocab_size", None) or lm.model.config.vocab_size, len(lm.tokenizer))
     ids = [(7 * i + 3) % vocab for i in range(context + tail + draft + 1)]

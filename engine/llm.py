@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -117,7 +117,12 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def resolve_model_path(config: LLMConfig, model: str | None = None) -> tuple[str, str | None]:
+def resolve_model_path(config: LLMConfig) -> str:
+    """The folder or hub id to load `config.model` from (a GGUF file's folder)."""
+    return resolve_model_source(config)[0]
+
+
+def resolve_model_source(config: LLMConfig, model: str | None = None) -> tuple[str, str | None]:
     """(source, gguf_file): a fixture name becomes its built folder, a demo model name its shipped
     folder, a `.gguf` file its folder and name; folders and hub ids pass through, checked."""
     model = model or config.model
@@ -307,7 +312,7 @@ def load_llm(config: LLMConfig):
         torch.set_num_threads(config.threads)
     device = pick_device(config.device)
     dtype = pick_dtype(config.dtype, device)
-    source, gguf_file = resolve_model_path(config)
+    source, gguf_file = resolve_model_source(config)
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = load_tokenizer(config, source, gguf_file, config.model)

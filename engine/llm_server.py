@@ -20,7 +20,7 @@ import torch
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
-from foresay.engine.llm import ChatText, ForwardStats, LLMConfig, load_tokenizer, resolve_model_path
+from foresay.engine.llm import ChatText, ForwardStats, LLMConfig, load_tokenizer, resolve_model_source
 from foresay.engine.server_http import CompletionsClient, ServerError
 
 log = logging.getLogger(__name__)
@@ -32,15 +32,18 @@ class TokenIndex:
     """Token strings as the server writes them (top-logprob keys) back to token ids."""
 
     def __init__(self, lm: "ServerLM"):
-        self.by_text: dict[str, list[int]] = {}
-        for i in range(len(lm.tokenizer)):
-            self.by_text.setdefault(lm.tokenizer.decode([i], skip_special_tokens=True), []).append(i)
+        self.tokenizer = lm.tokenizer
+        self.by_text: dict[str, list[int]] | None = None  # built on first use (a pass over the vocabulary)
         self.eos = lm.eos_ids
         self._warned = False
 
     def ids(self, key: str) -> list[int]:
         if key.startswith("token_id:"):  # vLLM's return_tokens_as_token_ids
             return [int(key[9:])]
+        if self.by_text is None:
+            self.by_text = {}
+            for i in range(len(self.tokenizer)):
+                self.by_text.setdefault(self.tokenizer.decode([i], skip_special_tokens=True), []).append(i)
         found = self.by_text.get(key, [])
         if len(found) > 1:  # an empty string stands for special tokens: the end of the reply first
             found = sorted(found, key=lambda i: (i not in self.eos, i))
@@ -152,15 +155,16 @@ class ServerKVCache(KVCache):
             after = {p: entries[p] for p in range(len(entries)) if entries[p] is not None}
         else:  # entry i is the distribution at token i, i.e. after token i - 1 (OpenAI's layout)
             after = {p - 1: entries[p] for p in range(1, len(entries)) if entries[p] is not None}
-        if len(echoed) < n or (answer.check_text and not _same_tokens(lm, ids, echoed[:n])):
+        if len(echoed) < n or (answer.check_text and not _same_tokens(lm, ids[start:], echoed[start:n])):
             raise ServerError("the server split the prompt into other tokens than the local tokenizer "
                               f"({len(echoed)} echoed for {n}): llm.tokenizer must be the served model's")
         rows: dict[int, dict[int, float]] = {}
         for p, entry in after.items():
             row: dict[int, float] = {}
             for key, logprob in entry.items():
-                for token in ([int(key)] if isinstance(key, int) else lm.index.ids(key)):
-                    row.setdefault(token, logprob)
+                for token in lm.index.ids(key):
+                    if token < lm.vocab_size:  # a padded vocabulary's ids have no text: never chosen
+                        row.setdefault(token, logprob)
             rows[p] = row
         if not answer.shifted:  # the echoed token's own logprob is exact whatever its text
             for p in range(max(1, start), n):
@@ -193,7 +197,7 @@ def connect_server_llm(config: LLMConfig) -> ServerLM:
             raise ForesayError(f"llm.api_key_env names {config.api_key_env}, which is not set")
     client = CompletionsClient(config.base_url, config.model, key, config.timeout_s)
     info = client.model_info()
-    source, gguf_file = resolve_model_path(config, config.tokenizer or config.model)
+    source, gguf_file = resolve_model_source(config, config.tokenizer or config.model)
     tokenizer = load_tokenizer(config, source, gguf_file, config.tokenizer or config.model)
     eos_sources = []
     try:

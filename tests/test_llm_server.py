@@ -26,7 +26,7 @@ def served_demo(tmp_path_factory):
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed "
                         "(bash packaging/bootstrap.sh test installs it)")
     root = tmp_path_factory.mktemp("llama-server")
-    folder, _ = resolve_model_path(LLMConfig(model="demo"))
+    folder = resolve_model_path(LLMConfig(model="demo"))
     gguf = export_gguf(folder, root / "demo-chat.gguf")
     with llama_cpp_server(gguf, root / "server.log") as url:
         yield url

@@ -8,7 +8,7 @@ import torch
 
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.gguf_export import export_gguf
-from foresay.engine.llm import LLMConfig, load_llm, resolve_model_path
+from foresay.engine.llm import LLMConfig, load_llm, resolve_model_path, resolve_model_source
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
@@ -22,7 +22,7 @@ ASK = [{"role": "user", "content": "what is the capital of Japan?"}]
 
 @pytest.fixture(scope="module")
 def demo_gguf(tmp_path_factory):
-    folder, _ = resolve_model_path(LLMConfig(model="demo"))
+    folder = resolve_model_path(LLMConfig(model="demo"))
     return export_gguf(folder, tmp_path_factory.mktemp("gguf") / "demo-chat.gguf")
 
 
@@ -49,9 +49,9 @@ def test_gguf_in_a_folder_is_chosen_by_name(demo_gguf):
     folder = str(demo_gguf.parent)
     with pytest.raises(ModelUnavailable, match="llm.gguf_file"):
         load_llm(LLMConfig(model=folder))
-    assert resolve_model_path(LLMConfig(model=folder, gguf_file="demo-chat.gguf")) == (folder, "demo-chat.gguf")
+    assert resolve_model_source(LLMConfig(model=folder, gguf_file="demo-chat.gguf")) == (folder, "demo-chat.gguf")
     with pytest.raises(ModelUnavailable, match="has no file 'other.gguf'"):
-        resolve_model_path(LLMConfig(model=folder, gguf_file="other.gguf"))
+        resolve_model_source(LLMConfig(model=folder, gguf_file="other.gguf"))
     with pytest.raises(ModelUnavailable, match="does not exist"):
         load_llm(LLMConfig(model=folder + "/missing.gguf"))
     with pytest.raises(ForesayError, match="not a .gguf file"):
@@ -80,7 +80,7 @@ def test_gguf_of_an_unsupported_architecture_says_so(tmp_path):
 def base_model(load_fixture_lm, tmp_path_factory):
     """The tiny-random fixture with its chat template removed: a base model."""
     load_fixture_lm("tiny-random")  # builds the fixture
-    source, _ = resolve_model_path(LLMConfig(model="tiny-random"))
+    source = resolve_model_path(LLMConfig(model="tiny-random"))
     folder = tmp_path_factory.mktemp("base") / "base-model"
     shutil.copytree(source, folder)
     (folder / "chat_template.jinja").unlink(missing_ok=True)
