@@ -13,8 +13,8 @@ from predgen_helpers import drive_word_by_word
 from server_support import SERVED_NAME, llama_cpp_server, misbehaving_server
 
 CONFIG = PredGenConfig(max_new_tokens=40, max_draft_tokens=24, margin_tokens=2)
-REQUESTS = ["what is the capital of Japan?", "set a timer for 5 minutes", "how do you say hello in Spanish",
-            "what is 7 plus 5", "spell the word cat", "what currency do they use in Mexico"]
+REQUESTS = ["what is the capital of Japan?", "set a timer for 5 minutes", "what is 7 plus 5",
+            "what currency do they use in Mexico"]
 
 
 def server_config(url, **kw):
