@@ -40,6 +40,7 @@ def server_lm(served_demo):
 def test_greedy_predgen_through_the_server_equals_the_servers_greedy(server_lm):
     assert isinstance(server_lm, ServerLM) and server_lm.client.server == "llama-cpp-python"
     conv = Conversation(server_lm)
+    kept = 0
     for text in REQUESTS:
         turn = PredGenTurn(conv, CONFIG)
         record = drive_word_by_word(turn, text)
@@ -51,7 +52,9 @@ def test_greedy_predgen_through_the_server_equals_the_servers_greedy(server_lm):
         else:  # cut at max_new_tokens: the reference may run a little further
             assert reference.startswith(reply), text
         assert reply and record.nfetfs >= 1
+        kept += sum(u.accepted for u in record.updates if u.verified)
         turn.commit()  # the next request has this one as history: the server's prefix cache
+    assert kept > 0  # drafts survived verifications through the server: PredGen really speculated
 
 
 def test_verification_rows_agree_with_the_in_process_model(server_lm, load_fixture_lm):
