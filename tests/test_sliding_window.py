@@ -74,3 +74,23 @@ def test_long_conversation_reuses_history_across_the_window(load_fixture_lm):
         turn.commit()
     assert conv.dropped_turns > 0  # the context overflowed: the oldest turns left, cache rebuilt
     assert len(turn.prompt.ids) > 10 * 8
+
+
+def test_layers_that_cannot_be_cut_back_recompute_the_kept_prefix(tiny_lm, monkeypatch):
+    """A cache with a layer kind engine.kv does not know (recurrent state, say) is rebuilt on a
+    crop: slower, still exact."""
+    import foresay.engine.kv as kv
+    plain = kv.new_cache
+    monkeypatch.setattr(kv, "new_cache", lambda lm: (plain(lm)[0], False))
+    for prompt in make_prompts(3, seed=7):
+        turn = PredGenTurn(Conversation(tiny_lm), CONFIG)
+        drive_word_by_word(turn, prompt)
+        turn.finish()
+        monkeypatch.setattr(kv, "new_cache", plain)
+        assert turn.reply_ids() == cold_greedy(tiny_lm, turn.prompt.ids, CONFIG.max_new_tokens), prompt
+        monkeypatch.setattr(kv, "new_cache", lambda lm: (plain(lm)[0], False))
+    cache = kv.KVCache(tiny_lm)
+    cache.append(list(range(5, 40)))
+    passes = tiny_lm.stats.passes
+    cache.crop(20)
+    assert cache.tokens == list(range(5, 25)) and tiny_lm.stats.passes == passes + 1
