@@ -186,7 +186,7 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
 def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32, repeats: int = 10) -> dict:
     """Median ms of one decode step and of one verification pass (a changed prompt tail plus a
     draft) after `context` cached tokens."""
-    vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
+    vocab = min(getattr(lm, "vocab_size", None) or lm.model.config.vocab_size, len(lm.tokenizer))
     ids = [(7 * i + 3) % vocab for i in range(context + tail + draft + 1)]
     cache = lm.kv_cache()
     cache.append(ids[:context], keep_logits=1)
@@ -204,6 +204,15 @@ def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32,
             f"verify_pass_ms_tail{tail}_draft{draft}": 1000 * statistics.median(verify)}
 
 
+def round_trip_summary(trips: list[tuple[int, float]]) -> dict:
+    """Median round trips to the server: all requests, and verifications (more than one new token)."""
+    verify = [t for n, t in trips if n > 1] or [0.0]
+    everything = [t for _, t in trips] or [0.0]
+    return {"requests": len(trips), "median_ms": 1000 * statistics.median(everything),
+            "verification_median_ms": 1000 * statistics.median(verify),
+            "verification_p90_ms": 1000 * sorted(verify)[int(0.9 * (len(verify) - 1))]}
+
+
 def run(args: argparse.Namespace) -> int:
     from foresay.engine.llm import LLMConfig, load_llm
     from foresay.engine.predgen.turn import PredGenConfig
@@ -219,19 +228,30 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--json": Path(args.json) if args.json else None},
                   {"--prompts": Path(args.prompts) if args.prompts else None})
     lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
-                            threads=args.threads, cache=args.cache, exact=not args.fast))
-    warmup_s = lm.warmup()
+                            threads=args.threads, cache=args.cache, exact=not args.fast,
+                            backend=args.backend, base_url=args.base_url,
+                            api_key_env=args.api_key_env, tokenizer=args.tokenizer,
+                            chat_template=args.chat_template, gguf_file=args.gguf_file,
+                            timeout_s=args.timeout))
+    served = args.backend == "openai"
+    warmup_s = lm.warmup() or 0.0
     config = PredGenConfig(max_new_tokens=args.max_new_tokens, tts_latency_s=args.tts_latency_ms / 1000)
     n_prompts = sum(len(c) for c in conversations)
-    print(f"model {args.model} on {lm.device} ({str(lm.dtype).removeprefix('torch.')}), {lm.cache_kind} "
-          f"cache{' (exact)' if lm.cache_kind == 'static' and lm.exact else ''}, warm-up {warmup_s:.2f} s, "
-          f"{n_prompts} prompts, {args.speed:g} chars/min", file=sys.stderr)
+    cache = "" if served else \
+        f", {lm.cache_kind} cache{' (exact)' if lm.cache_kind == 'static' and lm.exact else ''}"
+    print(f"model {lm.description}{cache}, warm-up {warmup_s:.2f} s; {n_prompts} prompts, "
+          f"{args.speed:g} chars/min", file=sys.stderr)
+    if served:
+        lm.round_trips.clear()
     results = run_methods(lm, methods, conversations, config, args.speed / 60)
     summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
-    report = {"model": args.model, "device": str(lm.device), "cache": lm.cache_kind,
-              "exact": lm.cache_kind == "static" and lm.exact, "warmup_s": warmup_s,
-              "prompts": n_prompts, "methods": summary}
-    report["pass_timing"] = measure_pass_timing(lm)
+    report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
+              "methods": summary}
+    if served:
+        report["round_trip"] = round_trip_summary(lm.round_trips)
+    else:
+        report.update(cache=lm.cache_kind, exact=lm.cache_kind == "static" and lm.exact)
+        report["pass_timing"] = measure_pass_timing(lm)
     if args.turn_cost:
         report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
     print_table(report)
@@ -250,10 +270,16 @@ def print_table(report: dict) -> None:
         print(f"{name:<12}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
               f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
               f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
-    pt = report["pass_timing"]
-    verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
-    print(f"passes after {pt['context_tokens']} tokens: decode step {pt['decode_step_ms']:.2f} ms, "
-          f"verification (16-token tail + 32-token draft) {pt[verify_key]:.2f} ms")
+    if "pass_timing" in report:
+        pt = report["pass_timing"]
+        verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
+        print(f"passes after {pt['context_tokens']} tokens: decode step {pt['decode_step_ms']:.2f} ms, "
+              f"verification (16-token tail + 32-token draft) {pt[verify_key]:.2f} ms")
+    if "round_trip" in report:
+        rt = report["round_trip"]
+        print(f"server round trips: {rt['requests']} requests, median {rt['median_ms']:.1f} ms; "
+              f"per verification median {rt['verification_median_ms']:.1f} ms, "
+              f"p90 {rt['verification_p90_ms']:.1f} ms")
     if "turn_cost" in report:
         tc = report["turn_cost"]
         n = tc["turns"]
@@ -272,7 +298,18 @@ def register(benches) -> None:
     p = benches.add_parser("predgen", help="PredGen latency benchmark (the paper's protocol)",
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="small-random",
-                   help="hub id, folder or built-in model (tiny-random, small-random, demo)")
+                   help="hub id, folder, .gguf file or built-in model (tiny-random, small-random, "
+                   "tiny-sliding, demo); with --backend openai, the served model's name")
+    p.add_argument("--backend", default="transformers", choices=("transformers", "openai"),
+                   help="run the model in this process, or on an OpenAI-compatible server")
+    p.add_argument("--base-url", help="the server's URL for --backend openai, e.g. http://host:8000/v1")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the server's API key")
+    p.add_argument("--tokenizer", help="the served model's tokenizer (hub id, folder, .gguf, built-in "
+                   "name; default: --model)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds one server request may take")
+    p.add_argument("--chat-template", metavar="FILE", help="a Jinja chat template (file or string) for "
+                   "a model without one")
+    p.add_argument("--gguf-file", help="the .gguf file inside the --model folder or hub repository")
     p.add_argument("--prompts", help="JSONL with `turns` (MT-Bench style) or `prompt` per line "
                    "(default: built-in spoken-style prompts)")
     p.add_argument("--limit", type=int, help="use the first N prompts")

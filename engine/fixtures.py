@@ -29,6 +29,17 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Gemma 2's chat template: no system role (a system message raises), <bos> first.
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+GEMMA_SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
 # Qwen2's pre-tokenizer split pattern (AutoTokenizer rebuilds a qwen2 tokenizer with it).
 QWEN_SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -50,6 +61,8 @@ class FixtureSpec:
     max_positions: int = 4096
     weights_on_disk: bool = True  # False: only config and tokenizer are written; the model is
                                   # initialized at load time on its device (full-size shapes)
+    arch: str = "qwen2"           # qwen2 | gemma3 (sliding-window layers, no system role)
+    sliding_window: int | None = None
 
 
 FIXTURES = {
@@ -57,6 +70,11 @@ FIXTURES = {
                                num_layers=2, num_heads=4, num_kv_heads=2, init_std=0.5),
     "small-random": FixtureSpec("small-random", vocab_size=4096, hidden_size=512, intermediate_size=1536,
                                 num_layers=8, num_heads=8, num_kv_heads=2, init_std=0.1),
+    # Gemma-3 architecture: sliding-window layers (a window of 8 tokens, so every reused or
+    # cropped cache crosses it) between full-attention ones, and a template without system role.
+    "tiny-sliding": FixtureSpec("tiny-sliding", vocab_size=1024, hidden_size=64, intermediate_size=160,
+                                num_layers=4, num_heads=4, num_kv_heads=2, init_std=0.5,
+                                arch="gemma3", sliding_window=8),
     # Qwen2.5-7B-Instruct's shapes with random weights, for GPU timing without a download.
     "qwen2.5-7b-random": FixtureSpec("qwen2.5-7b-random", vocab_size=152064, hidden_size=3584,
                                      intermediate_size=18944, num_layers=28, num_heads=28, num_kv_heads=4,
@@ -97,7 +115,8 @@ def fixture_corpus(seed: int, n_lines: int = 3000) -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int, seed: int, corpus: list[str] | None = None):
+def build_tokenizer(vocab_size: int, seed: int, corpus: list[str] | None = None,
+                    special_tokens: list[str] = SPECIAL_TOKENS):
     """Train a byte-level BPE tokenizer with Qwen2's normalizer and pre-tokenizer on `corpus`
     (default: the fixtures' pseudo-English lines drawn from `seed`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -110,7 +129,7 @@ def build_tokenizer(vocab_size: int, seed: int, corpus: list[str] | None = None)
     ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+        vocab_size=vocab_size, special_tokens=special_tokens, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(fixture_corpus(seed) if corpus is None else corpus, trainer=trainer)
     return tok
@@ -175,16 +194,45 @@ def qwen2_config(spec: FixtureSpec, tok):
         pad_token_id=tok.token_to_id("<|endoftext|>"))
 
 
+def gemma3_fixture(spec: FixtureSpec, seed: int, out: Path):
+    """A Gemma-3 text config of `spec`'s shape (sliding and full layers alternating) and its
+    tokenizer with Gemma's special tokens and system-less template, saved to `out`."""
+    from transformers import Gemma3TextConfig, PreTrainedTokenizerFast
+
+    tok = build_tokenizer(min(spec.vocab_size, TOKENIZER_VOCAB_LIMIT), seed,
+                          special_tokens=GEMMA_SPECIAL_TOKENS)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+        additional_special_tokens=["<start_of_turn>", "<end_of_turn>"])
+    fast.chat_template = GEMMA_CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    ids = {t: tok.token_to_id(t) for t in GEMMA_SPECIAL_TOKENS}
+    return Gemma3TextConfig(
+        vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+        head_dim=spec.hidden_size // spec.num_heads, query_pre_attn_scalar=spec.hidden_size // spec.num_heads,
+        sliding_window=spec.sliding_window,
+        layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(spec.num_layers)],
+        max_position_embeddings=spec.max_positions, initializer_range=spec.init_std,
+        tie_word_embeddings=False, bos_token_id=ids["<bos>"], pad_token_id=ids["<pad>"],
+        eos_token_id=[ids["<eos>"], ids["<end_of_turn>"]])
+
+
 def _write_fixture(spec: FixtureSpec, seed: int, out: Path) -> None:
     import torch
-    from transformers import Qwen2ForCausalLM
+    from transformers import Gemma3ForCausalLM, Qwen2ForCausalLM
 
-    tok = build_tokenizer(min(spec.vocab_size, TOKENIZER_VOCAB_LIMIT), seed)
-    save_chat_tokenizer(tok, out)
-    config = qwen2_config(spec, tok)
+    model_class = Qwen2ForCausalLM
+    if spec.arch == "gemma3":
+        config, model_class = gemma3_fixture(spec, seed, out), Gemma3ForCausalLM
+    else:
+        tok = build_tokenizer(min(spec.vocab_size, TOKENIZER_VOCAB_LIMIT), seed)
+        save_chat_tokenizer(tok, out)
+        config = qwen2_config(spec, tok)
     if spec.weights_on_disk:
         torch.manual_seed(seed)
-        Qwen2ForCausalLM(config).eval().save_pretrained(out)
+        model_class(config).eval().save_pretrained(out)
     else:
         config.save_pretrained(out)
     (out / "FIXTURE.json").write_text(json.dumps({"name": spec.name, "seed": seed, "version": FIXTURE_VERSION,

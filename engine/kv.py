@@ -1,23 +1,31 @@
 """An explicit KV cache that knows which tokens it holds, so unchanged prefixes are reused."""
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from foresay.engine.llm import ChatLM
 from foresay.engine.sequences import common_prefix_length
 
+log = logging.getLogger(__name__)
 
-def _growable_layer_class():
-    """A DynamicLayer that writes into preallocated buffers instead of concatenating.
+
+def _growable_layer_classes():
+    """Cache layers that write into preallocated buffers instead of concatenating.
 
     transformers' DynamicLayer copies the whole cache on every step (torch.cat), which makes a
-    token's cost grow with the conversation; this one doubles its capacity when full, so appends
+    token's cost grow with the conversation; these double their capacity when full, so appends
     are amortized O(1) and crops only move a length.
+
+    The sliding-window variant keeps every past state (transformers' own layer keeps only the
+    last window, so it cannot be cropped back once the window is full) and hands attention exactly
+    what transformers' layer would: the last `window - 1` states before the new ones.
     """
     try:
         from transformers.cache_utils import DynamicLayer
     except ImportError:  # transformers 4.x without cache layers: keep its own cache
-        return None
+        return None, None
 
     class GrowableLayer(DynamicLayer):
         def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
@@ -28,18 +36,27 @@ def _growable_layer_class():
             self.keys, self.values = self._k[..., :0, :], self._v[..., :0, :]
             self.is_initialized = True
 
+        def _visible_from(self, past: int) -> int:
+            """First position handed to attention when `past` states precede the new ones."""
+            return 0
+
         def update(self, key_states, value_states, *args, **kwargs):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-            end = self._len + key_states.shape[-2]
+            past = self._len
+            end = past + key_states.shape[-2]
             if end > self._k.shape[-2]:
                 size = max(end, 2 * self._k.shape[-2])
                 self._k, self._v = self._grown(self._k, size), self._grown(self._v, size)
-            self._k[..., self._len:end, :] = key_states
-            self._v[..., self._len:end, :] = value_states
-            self._len = end
-            self.keys, self.values = self._k[..., :end, :], self._v[..., :end, :]
-            return self.keys, self.values
+            self._k[..., past:end, :] = key_states
+            self._v[..., past:end, :] = value_states
+            self._set_length(end)
+            first = self._visible_from(past)
+            return self._k[..., first:end, :], self._v[..., first:end, :]
+
+        def _set_length(self, length: int) -> None:
+            self._len = length
+            self.keys, self.values = self._k[..., :length, :], self._v[..., :length, :]
 
         def _grown(self, buffer: torch.Tensor, size: int) -> torch.Tensor:
             bigger = buffer.new_empty(buffer.shape[:-2] + (size, buffer.shape[-1]))
@@ -53,26 +70,59 @@ def _growable_layer_class():
             if tokens_to_remove > 0:
                 raise ValueError("crop takes the number of tokens to drop as a negative count")
             if self.is_initialized and tokens_to_remove:
-                self._len = max(0, self._len + tokens_to_remove)
-                self.keys, self.values = self._k[..., :self._len, :], self._v[..., :self._len, :]
+                self._set_length(max(0, self._len + tokens_to_remove))
 
         def reset(self) -> None:
             if self.is_initialized:
                 self.crop(-self._len)
 
-    return GrowableLayer
+    class GrowableSlidingLayer(GrowableLayer):
+        is_sliding = True
+
+        def __init__(self, sliding_window: int, **kwargs):
+            super().__init__()
+            self.sliding_window = sliding_window
+            self._sliding_window_tensor = torch.tensor(sliding_window, dtype=torch.long)
+
+        def lazy_initialization(self, key_states, value_states) -> None:
+            super().lazy_initialization(key_states, value_states)
+            self._sliding_window_tensor = self._sliding_window_tensor.to(self.device)
+
+        def _visible_from(self, past: int) -> int:
+            return max(0, past - self.sliding_window + 1)
+
+        def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+            past = self.get_seq_length()
+            return min(past, self.sliding_window - 1) + query_length, self._visible_from(past)
+
+        def get_max_length(self) -> int:
+            return self.sliding_window
+
+    return GrowableLayer, GrowableSlidingLayer
 
 
-_GROWABLE = _growable_layer_class()
+_GROWABLE, _GROWABLE_SLIDING = _growable_layer_classes()
 
 
 def new_cache(lm: ChatLM):
-    """The model's dynamic cache, with growable layers where its layers are plain full attention."""
+    """The model's dynamic cache, its attention layers replaced by growable ones.
+
+    Returns (cache, croppable): a cache with a layer type this module does not know (recurrent
+    state, compressed or quantized KV) keeps its layers and reports False: cropping it means
+    computing the kept prefix again.
+    """
     cache = lm.new_cache()
     layers = getattr(cache, "layers", None)
-    if _GROWABLE is not None and layers and all(type(l).__name__ == "DynamicLayer" for l in layers):
-        cache.layers = [_GROWABLE() for _ in layers]
-    return cache
+    if _GROWABLE is None or not layers:
+        return cache, True
+    kinds = [type(layer).__name__ for layer in layers]
+    known = {"DynamicLayer", "DynamicSlidingWindowLayer", "DummyLayer"}
+    if not set(kinds) <= known:
+        return cache, False
+    cache.layers = [_GROWABLE() if kind == "DynamicLayer"
+                    else _GROWABLE_SLIDING(layer.sliding_window) if kind == "DynamicSlidingWindowLayer"
+                    else layer for layer, kind in zip(layers, kinds)]
+    return cache, True
 
 
 class KVCache:
@@ -81,7 +131,11 @@ class KVCache:
     def __init__(self, lm: ChatLM):
         self.lm = lm
         self.tokens: list[int] = []
-        self._cache = new_cache(lm)
+        self._cache, self._croppable = new_cache(lm)
+        if not self._croppable:
+            log.warning("%s has cache layers that cannot be cut back (%s): every rejected draft "
+                        "recomputes the kept prefix", lm.name,
+                        ", ".join(sorted({type(l).__name__ for l in self._cache.layers})))
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -91,7 +145,13 @@ class KVCache:
         drop = len(self.tokens) - length
         if drop < 0:
             raise ValueError(f"cannot crop a cache of {len(self.tokens)} tokens to {length}")
-        if drop:
+        if drop and not self._croppable:
+            kept = self.tokens[:length]
+            self._cache, _ = new_cache(self.lm)
+            self.tokens = []
+            if kept:
+                self.append(kept, keep_logits=1)
+        elif drop:
             self._cache.crop(-drop)
             del self.tokens[length:]
 

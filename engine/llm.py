@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from foresay.engine.chat_format import (check_template, end_of_message_id, has_system_role,
+                                        merge_system, read_chat_template)
 from foresay.engine.model_registry import SHIPPED_CHAT as DEMO_CHAT, shipped_model_dir as demo_model_dir
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.fixtures import FIXTURES, ensure_fixture, random_init_model
@@ -22,14 +24,28 @@ log = logging.getLogger(__name__)
 
 FLAGSHIP_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+BACKENDS = ("transformers", "openai")
 
 
 @dataclass(frozen=True)
 class LLMConfig:
     """How to load the chat model.
 
-    model: a hub id (e.g. "Qwen/Qwen2.5-7B-Instruct"), a local folder, a built-in fixture name
-        ("tiny-random", "small-random") or "demo" (the small chat model trained in-house).
+    model: a hub id (e.g. "Qwen/Qwen2.5-7B-Instruct"), a local folder, a `.gguf` file, a built-in
+        fixture name ("tiny-random", "small-random", "tiny-sliding") or "demo" (the small chat model
+        trained in-house). With backend "openai": the model name the server serves.
+    backend: "transformers" (in this process) or "openai" (an OpenAI-compatible completions
+        server: vLLM, SGLang, llama.cpp; see engine.llm_server).
+    gguf_file: the GGUF file inside the folder or hub repository `model` (a `.gguf` path in
+        `model` needs none); it is dequantized to `dtype`.
+    chat_template: a Jinja chat template, or a file holding one, for a model without one (or to
+        replace its own).
+    base_url: the server's URL for backend "openai", e.g. "http://gpu-box:8000/v1".
+    api_key_env: the environment variable holding the server's API key (the key itself is never
+        in a config file or a log).
+    tokenizer: where the "openai" backend finds the served model's tokenizer and chat template
+        (a hub id, folder, .gguf file or built-in name); None: `model`.
+    timeout_s: how long one server request may take before the turn gives up on it.
     device: "auto" (CUDA if available, else CPU), "cpu", "cuda", "cuda:N" or "mps".
     dtype: "auto" (bfloat16 on CUDA where supported, else float16 there; float32 on CPU), or a name.
     max_context: tokens the conversation may occupy; None takes the model's own limit (capped).
@@ -56,6 +72,13 @@ class LLMConfig:
     threads: int = 0
     cache: str = "auto"
     exact: bool = True
+    backend: str = "transformers"
+    gguf_file: str | None = None
+    chat_template: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    tokenizer: str | None = None
+    timeout_s: float = 10.0
 
     def __post_init__(self):
         if not self.model or not self.model.strip():
@@ -72,6 +95,14 @@ class LLMConfig:
             raise ForesayError("LLM config: max_history_turns must be >= 0")
         if self.cache not in ("auto", "static", "dynamic"):
             raise ForesayError(f"LLM config: cache {self.cache!r} is not one of auto, static, dynamic")
+        if self.backend not in BACKENDS:
+            raise ForesayError(f"LLM config: backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if self.backend == "openai" and not (self.base_url or "").startswith(("http://", "https://")):
+            raise ForesayError("LLM config: backend 'openai' needs base_url, e.g. http://host:8000/v1")
+        if self.gguf_file is not None and not self.gguf_file.endswith(".gguf"):
+            raise ForesayError(f"LLM config: gguf_file {self.gguf_file!r} is not a .gguf file name")
+        if self.timeout_s <= 0:
+            raise ForesayError("LLM config: timeout_s must be positive")
 
 
 @dataclass
@@ -104,20 +135,67 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 def resolve_model_path(config: LLMConfig) -> str:
-    """A fixture name becomes its built folder, a demo model name its shipped folder; folders and
-    hub ids pass through, checked."""
-    if config.model in FIXTURES:
-        return str(ensure_fixture(config.model, config.seed))
-    if config.model in DEMO_CHAT:
-        return str(demo_model_dir(config.model, DEMO_CHAT))
-    path = Path(config.model).expanduser()
+    """The folder or hub id to load `config.model` from (a GGUF file's folder)."""
+    return resolve_model_source(config)[0]
+
+
+def resolve_model_source(config: LLMConfig, model: str | None = None) -> tuple[str, str | None]:
+    """(source, gguf_file): a fixture name becomes its built folder, a demo model name its shipped
+    folder, a `.gguf` file its folder and name; folders and hub ids pass through, checked."""
+    model = model or config.model
+    if model in FIXTURES:
+        return str(ensure_fixture(model, config.seed)), None
+    if model in DEMO_CHAT:
+        return str(demo_model_dir(model, DEMO_CHAT)), None
+    path = Path(model).expanduser()
+    if model.endswith(".gguf"):
+        if not path.is_file():
+            raise ModelUnavailable(f"GGUF file {model!r} does not exist")
+        return str(path.parent), path.name
     if path.exists():
-        if not (path / "config.json").exists():
-            raise ModelUnavailable(f"{path} has no config.json: not a transformers model folder")
-        return str(path)
-    if config.model.startswith((".", "/", "~")) or os.sep in config.model.strip("/").replace("/", "", 1):
-        raise ModelUnavailable(f"model folder {config.model!r} does not exist")
-    return config.model
+        if config.gguf_file:
+            if not (path / config.gguf_file).is_file():
+                raise ModelUnavailable(f"{path} has no file {config.gguf_file!r}")
+        elif not (path / "config.json").exists():
+            ggufs = sorted(p.name for p in path.glob("*.gguf"))
+            hint = (f"; it holds GGUF files ({', '.join(ggufs[:5])}): choose one with "
+                    f"llm.gguf_file or pass the file itself") if ggufs else ""
+            raise ModelUnavailable(f"{path} has no config.json: not a transformers model folder{hint}")
+        return str(path), config.gguf_file
+    if model.startswith((".", "/", "~")) or os.sep in model.strip("/").replace("/", "", 1):
+        raise ModelUnavailable(f"model folder {model!r} does not exist")
+    return model, config.gguf_file
+
+
+def _gguf_error(exc: Exception, source: str, gguf_file: str) -> ForesayError:
+    text = str(exc)
+    if isinstance(exc, ImportError) or "gguf" in text.lower() and "install" in text.lower():
+        return ForesayError(f"reading {gguf_file} needs the `gguf` package: pip install gguf ({text})")
+    if "not supported" in text or "architecture" in text:
+        try:
+            from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES as supported
+        except ImportError:
+            supported = []
+        names = ", ".join(sorted(supported)) or "see transformers' GGUF documentation"
+        return ModelUnavailable(f"{Path(source) / gguf_file}: {text.rstrip('.')}. transformers reads GGUF "
+                                f"files of these architectures: {names}")
+    return ModelUnavailable(f"could not load {Path(source) / gguf_file}: {text}")
+
+
+def load_tokenizer(config: LLMConfig, source: str, gguf_file: str | None, name: str):
+    """The tokenizer of `source`, with `config.chat_template` when given; checked for a chat
+    template that renders a conversation."""
+    from transformers import AutoTokenizer
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(source, revision=config.revision, **kwargs)
+    if config.chat_template:
+        tokenizer.chat_template = read_chat_template(config.chat_template)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ForesayError(f"model {name!r} has no chat template (a base model?): give one with "
+                           "llm.chat_template (a Jinja file or string) or --chat-template FILE")
+    check_template(tokenizer, repr(name))
+    return tokenizer
 
 
 def _offline_hint(model: str) -> str:
@@ -149,31 +227,20 @@ def declared_history_turns(folder: str | Path) -> int | None:
     return value
 
 
-class ChatLM:
-    """A loaded causal LM with its tokenizer and chat template.
+class ChatText:
+    """The text side of a chat model: its tokenizer, chat template and end-of-reply tokens.
 
-    max_history_turns: earlier turns the model handles in its context (None: as many as fit)."""
+    `eos_sources`: objects with an `eos_token_id` (the model's config and generation config)."""
 
-    def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
-                 name: str, max_history_turns: int | None = None, cache: str = "dynamic", exact: bool = True):
-        self.model = model
+    def __init__(self, tokenizer, name: str, eos_sources=()):
         self.tokenizer = tokenizer
-        self.device = device
-        self.dtype = dtype
-        self.max_context = max_context
         self.name = name
-        self.max_history_turns = max_history_turns
-        self.stats = ForwardStats()
-        self.eos_ids = self._eos_ids()
-        self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        self.cache_kind = cache  # "static" | "dynamic": what kv_cache() makes
-        self.exact = exact
-        self.warmup_seconds: float | None = None
-        self._static = None
+        self.system_role = has_system_role(tokenizer)  # False: the system prompt joins the first user message
+        self.eos_ids = self._eos_ids(eos_sources)
 
-    def _eos_ids(self) -> frozenset[int]:
+    def _eos_ids(self, sources) -> frozenset[int]:
         ids = set()
-        for source in (getattr(self.model, "generation_config", None), self.model.config):
+        for source in sources:
             value = getattr(source, "eos_token_id", None)
             if value is not None:
                 ids.update(value if isinstance(value, (list, tuple)) else [value])
@@ -183,11 +250,16 @@ class ChatLM:
             token_id = self.tokenizer.convert_tokens_to_ids(special)
             if isinstance(token_id, int) and token_id != self.tokenizer.unk_token_id and token_id >= 0:
                 ids.add(token_id)
+        closing = end_of_message_id(self.tokenizer, self.render)
+        if closing is not None:  # a supplied template's own end of message
+            ids.add(closing)
         return frozenset(ids)
 
-    # --- text ------------------------------------------------------------------------------
-
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        if not self.system_role:
+            messages = merge_system(messages)
+            if not messages:
+                return ""
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
@@ -197,6 +269,27 @@ class ChatLM:
     def decode(self, ids) -> str:
         return self.tokenizer.decode([i for i in ids if i not in self.eos_ids],
                                      skip_special_tokens=True)
+
+
+class ChatLM(ChatText):
+    """A loaded causal LM with its tokenizer and chat template.
+
+    max_history_turns: earlier turns the model handles in its context (None: as many as fit)."""
+
+    def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
+                 name: str, max_history_turns: int | None = None, cache: str = "dynamic", exact: bool = True):
+        self.model = model
+        self.device = device
+        self.dtype = dtype
+        self.max_context = max_context
+        self.max_history_turns = max_history_turns
+        self.stats = ForwardStats()
+        self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.cache_kind = cache  # "static" | "dynamic": what kv_cache() makes
+        self.exact = exact
+        self.warmup_seconds: float | None = None
+        self._static = None
+        super().__init__(tokenizer, name, (getattr(model, "generation_config", None), model.config))
 
     # --- compute ---------------------------------------------------------------------------
 
@@ -216,6 +309,16 @@ class ChatLM:
     def new_cache(self):
         from transformers import DynamicCache
         return DynamicCache(config=self.model.config)
+
+    @property
+    def description(self) -> str:
+        """One line for the log and the benchmark: name, architecture, size, dtype, device, context."""
+        params = sum(p.numel() for p in self.model.parameters())
+        arch = getattr(self.model.config, "model_type", "?")
+        system = "" if self.system_role else ", system prompt in the first user message"
+        return (f"{self.name} ({arch}, {_count(params)} parameters, "
+                f"{str(self.dtype).removeprefix('torch.')} on {self.device}, "
+                f"context {self.max_context} tokens{system})")
 
     @torch.inference_mode()
     def forward(self, cache, ids: list[int], keep_logits: int) -> torch.Tensor:
@@ -249,10 +352,21 @@ class ChatLM:
         return self.warmup_seconds
 
 
-def load_llm(config: LLMConfig) -> ChatLM:
-    """Load the model and tokenizer named by `config` on the chosen device and dtype."""
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
+
+
+def load_llm(config: LLMConfig):
+    """Load the model and tokenizer named by `config` on the chosen device and dtype; with
+    backend "openai", connect to the server instead (a ServerLM with the same text surface)."""
+    if config.backend == "openai":
+        from foresay.engine.llm_server import connect_server_llm
+        return connect_server_llm(config)
     from huggingface_hub.errors import HFValidationError
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -260,19 +374,25 @@ def load_llm(config: LLMConfig) -> ChatLM:
         torch.set_num_threads(config.threads)
     device = pick_device(config.device)
     dtype = pick_dtype(config.dtype, device)
-    source = resolve_model_path(config)
+    source, gguf_file = resolve_model_source(config)
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, revision=config.revision)
+        tokenizer = load_tokenizer(config, source, gguf_file, config.model)
         if config.model in FIXTURES and not FIXTURES[config.model].weights_on_disk:
             model = random_init_model(source, dtype, device, config.seed)
-        else:
-            model = AutoModelForCausalLM.from_pretrained(source, revision=config.revision, dtype=dtype)
+        else:  # a GGUF file is dequantized to `dtype` here
+            model = AutoModelForCausalLM.from_pretrained(source, revision=config.revision, dtype=dtype,
+                                                         **kwargs)
     except (OSError, HFValidationError) as exc:
+        if gguf_file and Path(source).exists():
+            raise _gguf_error(exc, source, gguf_file) from None
         if Path(source).exists():
             raise ModelUnavailable(f"could not load the model in {source}: {exc}") from None
         raise ModelUnavailable(_offline_hint(config.model)) from None
-    if not getattr(tokenizer, "chat_template", None):
-        raise ForesayError(f"model {config.model!r} has no chat template: Foresay needs a chat model")
+    except (ValueError, ImportError, KeyError, RuntimeError) as exc:
+        if not gguf_file:
+            raise
+        raise _gguf_error(exc, source, gguf_file) from None
     model.to(device).eval()
     limit = getattr(model.config, "max_position_embeddings", None) or 32768
     max_context = min(config.max_context or limit, limit, 32768)
@@ -281,6 +401,7 @@ def load_llm(config: LLMConfig) -> ChatLM:
         turns = declared_history_turns(source)
     from foresay.engine.kv_static import choose_cache
     cache = choose_cache(config.cache, device, model.config)
-    log.info("loaded %s on %s (%s), context %d, %s cache, history %s", config.model, device, dtype, max_context,
-             cache, "as much as fits" if turns is None else f"{turns} earlier turn(s)")
-    return ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns, cache, config.exact)
+    lm = ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns, cache, config.exact)
+    log.info("loaded %s, %s cache, history %s", lm.description, cache,
+             "as much as fits" if turns is None else f"{turns} earlier turn(s)")
+    return lm

@@ -62,8 +62,32 @@ install_python_packages() {
   fi
 }
 
+# The tests run the `openai` LLM backend against a real llama.cpp server: llama-cpp-python[server],
+# which PyPI ships as source only. It is built once (about 15 to 40 minutes on 2 cores) into a
+# wheel cache outside the repository and installed from there afterwards; CI keeps that folder
+# (FORESAY_WHEEL_CACHE) between runs. Multimodal support (mtmd) is left out: it is half the build.
+LLAMA_CPP_PYTHON=${FORESAY_LLAMA_CPP_PYTHON:-llama-cpp-python==0.3.36}
+install_llama_server() {
+  "$venv/bin/python" -c "import llama_cpp.server" 2>/dev/null && return
+  local cache=${FORESAY_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/foresay/wheels}
+  local pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
+  mkdir -p "$cache"
+  if ! ls "$cache"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    command -v cmake >/dev/null && command -v g++ >/dev/null || {
+      local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends cmake g++ >/dev/null; }
+    echo "building $LLAMA_CPP_PYTHON once into $cache (llama.cpp from source; this takes a while)"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+      CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+      nice -n 10 "${pip[@]}" wheel --no-deps --no-binary llama-cpp-python -w "$cache" "$LLAMA_CPP_PYTHON"
+  fi
+  "${pip[@]}" install --find-links "$cache" "${LLAMA_CPP_PYTHON/llama-cpp-python/llama-cpp-python[server]}"
+}
+
 install_system_packages
 install_python_packages
+[ "$mode" = test ] && [ "${FORESAY_SKIP_LLAMA_SERVER:-}" != 1 ] && install_llama_server
 
 case "$mode" in
   install)

@@ -13,7 +13,6 @@ from typing import Protocol
 import torch
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.kv import KVCache
 from foresay.engine.llm import ChatLM
 
 
@@ -84,7 +83,7 @@ class ReflectionJudge:
     def __init__(self, lm: ChatLM, threshold: float = 0.5):
         self.lm = lm
         self.threshold = threshold
-        self.cache = KVCache(lm)
+        self.cache = lm.kv_cache()
         yes = self._first_ids(("yes", "Yes", " yes", " Yes"))
         no = self._first_ids(("no", "No", " no", " No"))
         self.yes_ids, self.no_ids = yes - no, no - yes  # a shared first piece says nothing
