@@ -253,3 +253,36 @@ def test_speech_over_a_reply_that_never_interrupts_it_becomes_the_next_turn(tmp_
     assert len(started) == 1 and abs(started[0].t - onset) < 0.1  # from the first word, not the last
     audio = [e for e in events if isinstance(e, UserAudio)]
     assert audio[0].t <= onset - 0.2
+
+
+def test_a_failing_speculation_falls_back_to_a_plain_reply(tiny_lm, monkeypatch):
+    """The LLM failed while speculating (a served engine answered 500, say): the user is told, and
+    the final transcript still gets its reply, decoded without speculation; nothing is lost."""
+    from foresay.engine.errors import ForesayError
+    from foresay.engine.events import StatusMessage
+    from foresay.engine.predgen.turn import PredGenTurn
+
+    def broken(self, *args, **kwargs):
+        raise ForesayError("the LLM server answered 500")
+    monkeypatch.setattr(PredGenTurn, "update", broken)
+    seen: list[Event] = []
+    bus = EventBus(observers=[seen.append])
+    stage = PredGenStage(Conversation(tiny_lm), bus.emit, PredGenConfig(max_new_tokens=8))
+    bus.connect(stage)
+    bus.connect(FakeSpeaker(bus.emit))
+
+    async def main():
+        bus.emit(SpeechStarted(1, 0.0))
+        bus.emit(PartialTranscript(1, 0.5, 1, "what is the", "weather"))
+        await stage.settled()
+        bus.emit(TurnEnded(1, 1.0))
+        bus.emit(FinalTranscript(1, 1.0, "what is the weather"))
+        while not any(isinstance(e, TurnClosed) for e in seen):
+            await stage.idle()
+            await asyncio.sleep(0.01)
+        stage.close()
+
+    asyncio.run(main())
+    assert any(isinstance(e, StatusMessage) and "500" in e.text for e in seen)
+    [closed] = [e for e in seen if isinstance(e, TurnClosed)]
+    assert closed.outcome == "baseline" and closed.reply_text and closed.user_text == "what is the weather"

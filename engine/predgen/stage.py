@@ -69,6 +69,7 @@ class PredGenStage(Stage):
         self._carried = ""                    # words of superseded turns, for the next prompt
         self._tasks: set[asyncio.Task] = set()
         self._restart: int | None = None      # a resumed turn: its state is rebuilt before use
+        self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _run(self, fn, *args, **kwargs):
@@ -162,7 +163,14 @@ class PredGenStage(Stage):
             def update():
                 return self._turn_for(event.turn_id).update(self._prompt_text(text), event.revision,
                                                             should_stop=self.yield_to)
-            record = await self._run(update)
+            if self._unspeculated == event.turn_id:
+                continue
+            try:
+                record = await self._run(update)
+            except ForesayError as exc:  # e.g. the LLM server failed: this turn replies without speculating
+                self._unspeculated = event.turn_id
+                self.emit(StatusMessage(0, self.clock(), f"speculation stopped for this turn: {exc}", "warning"))
+                continue
             if not record.stale and record.passes:
                 self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
                                        record.accepted, record.p_end_of_turn or 0.0,
@@ -225,8 +233,11 @@ class PredGenStage(Stage):
         await self.settled()
 
         def finalize():
-            return self._turn_for(event.turn_id).finalize(event.text, arrived_at=arrived_at,
-                                                          baseline=not self.speculate)
+            if self._unspeculated == event.turn_id:  # its state may be half-made: start it afresh
+                self.turn = None
+            return self._turn_for(event.turn_id).finalize(
+                event.text, arrived_at=arrived_at,
+                baseline=not self.speculate or self._unspeculated == event.turn_id)
         record = await self._run(finalize)
         turn = self.turn
         if turn.sentences:
