@@ -9,6 +9,8 @@ from foresay.engine.errors import ModelUnavailable
 # model name (as given to --model, --target, --draft and profiles) -> folder under assets/models/
 DEMO_CHAT = {"demo": "demo-chat"}
 DEMO_WHISPER = {"demo": "demo-whisper", "demo-draft": "demo-whisper-draft"}
+# the LLM-based recognizer pair (Qwen3-ASR architecture), trained by foresay.engine.demo.llm_asr
+DEMO_LLM_ASR = {"demo-llm": "demo-llm-asr", "demo-llm-draft": "demo-llm-asr-draft"}
 
 
 def demo_models_root() -> Path:
