@@ -32,6 +32,18 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "mer
                    "special_tokens_map.json", "added_tokens.json", "chat_template.json", "chat_template.jinja")
 
 
+def is_llm_asr_name(name: str) -> bool:
+    """Whether `name` names an LLM-based recognizer: a fixture, demo model, Qwen3-ASR hub id, or
+    a folder whose config says qwen3_asr."""
+    if is_llm_fixture(name) or name in DEMO_LLM_ASR or "qwen3-asr" in name.lower():
+        return True
+    config = Path(name).expanduser() / "config.json"
+    try:
+        return config.is_file() and json.loads(config.read_text("utf-8")).get("model_type") == "qwen3_asr"
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_llm_folder(config) -> Path:
     """A folder in transformers' layout for `config.name` (an LlmAsrModelConfig)."""
     name = config.name
