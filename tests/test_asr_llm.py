@@ -171,3 +171,25 @@ def test_qwen3_asr_profiles_download_both_models_like_the_whisper_pairs(tmp_path
     asked = [(d.repo_id, d.files) for d in hub_downloads(settings) if d.what == "speech recognizer"]
     assert asked == [("Qwen/Qwen3-ASR-1.7B", WHISPER_FILES), ("Qwen/Qwen3-ASR-0.6B", WHISPER_FILES)]
     assert tuple(HUB_FILES) == WHISPER_FILES
+
+
+def test_bench_asr_measures_the_llm_pair_and_every_method_is_identical(asr_fixture_root, tmp_path, monkeypatch):
+    import wave
+
+    import numpy as np
+
+    from foresay.app.cli import main
+
+    monkeypatch.setenv("FORESAY_FIXTURE_DIR", str(asr_fixture_root))
+    with wave.open(str(tmp_path / "clip.wav"), "wb") as wav:
+        wav.setnchannels(1), wav.setsampwidth(2), wav.setframerate(16000)
+        wav.writeframes((noise_audio(9, seconds=2.0) * 20000).astype(np.int16).tobytes())
+    out = tmp_path / "asr.json"
+    assert main(["bench", "asr", "--target", "tiny-random-qwen3-asr", "--draft", "tiny-random-qwen3-asr-draft",
+                 "--audio", str(tmp_path), "--max-new-tokens", "16", "--stream-tail-tokens", "4", "--threads", "1",
+                 "--repeats", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["setup"]["family"] == "llm"
+    assert all(row["identical"] for row in report["methods"].values())
+    assert report["methods"]["specasr_tree"]["target_passes_per_s"] < report["methods"]["target_greedy"]["target_passes_per_s"]
+    assert main(["bench", "asr", "--target", "tiny-random-qwen3-asr", "--draft", "tiny-random-draft"]) == 2
