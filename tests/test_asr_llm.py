@@ -88,6 +88,9 @@ def test_mismatched_models_and_bad_settings_are_refused(llm_asr_models, asr_fixt
     assert AsrConfig(target="tiny-random-qwen3-asr").chosen_backend == "llm-greedy"
     assert AsrConfig(target="Qwen/Qwen3-ASR-1.7B", draft="Qwen/Qwen3-ASR-0.6B").chosen_backend == "llm-specasr"
     assert AsrConfig(target="tiny-random", draft="tiny-random-draft").chosen_backend == "specasr"
+    # greedy and specasr name the method for either family: a profile's specasr runs an LLM pair
+    assert AsrConfig(target="tiny-random-qwen3-asr", draft="x", backend="specasr").chosen_backend == "llm-specasr"
+    assert AsrConfig(target="tiny-random-qwen3-asr", backend="greedy").chosen_backend == "llm-greedy"
     spec = build_backend(AsrConfig(target="tiny-random-qwen3-asr", draft="tiny-random-qwen3-asr-draft",
                                    language="en", fixture_root=asr_fixture_root))
     assert isinstance(spec, LlmSpecAsrBackend) and spec.window_seconds == 30.0
@@ -171,6 +174,8 @@ def test_qwen3_asr_profiles_download_both_models_like_the_whisper_pairs(tmp_path
     asked = [(d.repo_id, d.files) for d in hub_downloads(settings) if d.what == "speech recognizer"]
     assert asked == [("Qwen/Qwen3-ASR-1.7B", WHISPER_FILES), ("Qwen/Qwen3-ASR-0.6B", WHISPER_FILES)]
     assert tuple(HUB_FILES) == WHISPER_FILES
+    demo = load_settings(empty, profile="demo", overrides=['asr.target="demo-llm"', 'asr.draft="demo-llm-draft"'])
+    assert demo.asr.chosen_backend == "llm-specasr" and hub_downloads(demo) == []
 
 
 def test_bench_asr_measures_the_llm_pair_and_every_method_is_identical(asr_fixture_root, tmp_path, monkeypatch):

@@ -42,10 +42,15 @@ class AsrConfig:
 
     @property
     def chosen_backend(self) -> str:
+        """The backend that runs; greedy and specasr name the decoding method for either family,
+        so a profile's `specasr` runs an LLM-based pair when its target is one (demo-llm)."""
+        from foresay.engine.asr.llm_loading import is_llm_asr_name
+        llm = is_llm_asr_name(self.target)
+        if self.backend in ("greedy", "specasr"):
+            return f"llm-{self.backend}" if llm else self.backend
         if self.backend != "auto":
             return self.backend
-        from foresay.engine.asr.llm_loading import is_llm_asr_name
-        if is_llm_asr_name(self.target):
+        if llm:
             return "llm-specasr" if self.draft else "llm-greedy"
         return "specasr" if self.draft else "faster-whisper"
 
