@@ -169,12 +169,14 @@ def pass_timing(args: argparse.Namespace, family: str = "whisper"):
 
     if args.pass_timing == "skip":
         return "skipped (--pass-timing skip)"
-    if family != "whisper":
-        return "skipped: only medium.en/tiny.en-shaped (Whisper) passes are timed; Qwen3-ASR shapes are not"
+    shapes = "medium.en/tiny.en" if family == "whisper" else "Qwen3-ASR 1.7B/0.6B"
     if not torch.cuda.is_available():
-        return "skipped: no GPU here (medium.en/tiny.en-shaped passes are timed on a CUDA device only)"
+        return f"skipped: no GPU here ({shapes}-shaped passes are timed on a CUDA device only)"
     if not args.device.startswith("cuda"):
-        return "skipped: run with --device cuda to time medium.en/tiny.en-shaped passes"
+        return f"skipped: run with --device cuda to time {shapes}-shaped passes"
+    if family != "whisper":
+        from foresay.app.llm_asr_pass_timing import time_llm_passes
+        return time_llm_passes(args.device)
     from foresay.app.asr_pass_timing import time_passes
     return time_passes(args.device)
 

@@ -198,3 +198,15 @@ def test_bench_asr_measures_the_llm_pair_and_every_method_is_identical(asr_fixtu
     assert all(row["identical"] for row in report["methods"].values())
     assert report["methods"]["specasr_tree"]["target_passes_per_s"] < report["methods"]["target_greedy"]["target_passes_per_s"]
     assert main(["bench", "asr", "--target", "tiny-random-qwen3-asr", "--draft", "tiny-random-draft"]) == 2
+
+
+def test_qwen3_asr_pass_timing_runs_on_cpu_with_toy_shapes():
+    from foresay.app.llm_asr_pass_timing import time_llm_passes
+
+    toy = {"toy": dict(audio=dict(d_model=32, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=32,
+                                  output_dim=32, downsample_hidden_size=8),
+                       text=dict(hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 num_key_value_heads=1, head_dim=16))}
+    result = time_llm_passes("cpu", toy, dtype="float32", repeats=1, audio_s=1.0, verify=3, vocab=64)["toy"]
+    assert result["audio_tokens"] == 13  # one second: a full 100-frame chunk
+    assert set(result) == {"audio_tokens", "encoder_ms", "prefill_ms", "decoder_pass_1_ms", "decoder_pass_3_ms"}
