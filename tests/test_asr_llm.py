@@ -91,6 +91,7 @@ def test_mismatched_models_and_bad_settings_are_refused(llm_asr_models, asr_fixt
     # greedy and specasr name the method for either family: a profile's specasr runs an LLM pair
     assert AsrConfig(target="tiny-random-qwen3-asr", draft="x", backend="specasr").chosen_backend == "llm-specasr"
     assert AsrConfig(target="tiny-random-qwen3-asr", backend="greedy").chosen_backend == "llm-greedy"
+    assert AsrConfig(target="Qwen/Qwen3-ASR-1.7B", device="cuda").torch_dtype_name() == "bfloat16"
     spec = build_backend(AsrConfig(target="tiny-random-qwen3-asr", draft="tiny-random-qwen3-asr-draft",
                                    language="en", fixture_root=asr_fixture_root))
     assert isinstance(spec, LlmSpecAsrBackend) and spec.window_seconds == 30.0

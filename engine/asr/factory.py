@@ -21,7 +21,8 @@ class AsrConfig:
     #                           or Qwen/Qwen3-ASR-0.6B for Qwen/Qwen3-ASR-1.7B
     backend: str = "auto"  # auto | faster-whisper | greedy | specasr (Whisper) | llm-greedy | llm-specasr (Qwen3-ASR)
     device: str = "cpu"  # cpu | cuda (cuda:N for the transformers backends)
-    dtype: str = "auto"  # transformers backends: auto (float16 on CUDA, float32 on CPU) | float32 | float16 | bfloat16
+    dtype: str = "auto"  # transformers backends: auto (on CUDA float16, bfloat16 for LLM backends; float32 on CPU)
+    #                      | float32 | float16 | bfloat16
     attention: str = "sdpa"  # transformers backends: eager | sdpa
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
     language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
@@ -61,7 +62,9 @@ class AsrConfig:
     def torch_dtype_name(self) -> str:
         if self.dtype != "auto":
             return self.dtype
-        return "float16" if self.device.startswith("cuda") else "float32"
+        if not self.device.startswith("cuda"):
+            return "float32"
+        return "bfloat16" if self.chosen_backend in LLM_BACKENDS else "float16"  # Qwen3 decoders are bf16 models
 
 
 def build_backend(config: AsrConfig) -> AsrBackend:
