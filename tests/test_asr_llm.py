@@ -211,3 +211,13 @@ def test_qwen3_asr_pass_timing_runs_on_cpu_with_toy_shapes():
     result = time_llm_passes("cpu", toy, dtype="float32", repeats=1, audio_s=1.0, verify=3, vocab=64)["toy"]
     assert result["audio_tokens"] == 13  # one second: a full 100-frame chunk
     assert set(result) == {"audio_tokens", "encoder_ms", "prefill_ms", "decoder_pass_1_ms", "decoder_pass_3_ms"}
+
+
+def test_a_demo_llm_pair_missing_from_this_install_is_named():
+    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+    from foresay.engine.demo.models import DEMO_LLM_ASR, demo_models_root
+
+    if (demo_models_root() / DEMO_LLM_ASR["demo-llm"] / "config.json").exists():
+        pytest.skip("this install ships the demo LLM-ASR pair")
+    with pytest.raises(ModelUnavailable, match="demo model 'demo-llm' is missing.*llm_asr train"):
+        load_llm_asr(LlmAsrModelConfig("demo-llm"))

@@ -25,5 +25,6 @@ def demo_model_dir(name: str, table: dict[str, str]) -> Path:
     if not (folder / "config.json").exists():
         raise ModelUnavailable(f"demo model {name!r} is missing from {folder}: this install ships "
                                f"without it; train it (README, 'Demo models': python -m "
-                               f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train)")
+                               f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train / "
+                               f"foresay.engine.demo.llm_asr train)")
     return folder
