@@ -20,8 +20,10 @@ STREAM_SENTENCE = ("please book a table for two at the italian place near the st
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("asr", help="ASR: greedy vs speculative vs SpecASR, streaming delays")
-    parser.add_argument("--target", default="tiny-random", help="target Whisper: hub id, folder, fixture or demo")
-    parser.add_argument("--draft", default="tiny-random-draft", help="draft Whisper sharing the target's vocabulary")
+    parser.add_argument("--target", default="tiny-random",
+                        help="target Whisper or Qwen3-ASR: hub id, folder, fixture (tiny-random, "
+                             "tiny-random-qwen3-asr) or demo model")
+    parser.add_argument("--draft", default="tiny-random-draft", help="draft of the same family and vocabulary")
     parser.add_argument("--audio", type=Path, help="a WAV file or a folder of them (default: a built-in clip)")
     parser.add_argument("--hop-ms", type=int, default=250, help="streaming hop")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
@@ -80,33 +82,24 @@ def load_clips(audio: Path | None) -> list:
     return [clip[at: at + window] for clip in map(read_wav, files) for at in range(0, len(clip), window)]
 
 
-def decode_clip(method: Method, target, draft, clip, max_new_tokens: int):
+def decode_clip(method: Method, pair, clip, max_new_tokens: int):
     """(tokens, DecodeStats, wall seconds including the encoder passes) of one method on one clip."""
-    from foresay.engine.asr.greedy import greedy_decode
-    from foresay.engine.asr.specasr import speculative_decode
-
-    prefix = target.vocab.decoder_prefix()
     started = time.perf_counter()
-    target_out = target.encode(clip)
-    if method.spec is None:
-        result = greedy_decode(target.model, target_out, prefix, target.rules, target.vocab.eot, max_new_tokens)
-    else:
-        result = speculative_decode(target.model, draft.model, target_out, draft.encode(clip), prefix,
-                                    target.rules, target.vocab.eot, method.spec, max_new_tokens)
+    result = pair.decode(clip, method.spec, max_new_tokens)
     return result.tokens, result.stats, time.perf_counter() - started
 
 
-def compare_methods(target, draft, clips, max_new_tokens, chain_length, tree_budget, repeats=1) -> dict:
+def compare_methods(pair, clips, max_new_tokens, chain_length, tree_budget, repeats=1) -> dict:
     from foresay.engine.asr.specasr import SpecConfig
 
     seconds = sum(len(c) for c in clips) / SAMPLE_RATE
-    decode_clip(Method("warmup", None), target, draft, clips[0], 4)
-    decode_clip(Method("warmup", SpecConfig()), target, draft, clips[0], 4)
+    decode_clip(Method("warmup", None), pair, clips[0], 4)
+    decode_clip(Method("warmup", SpecConfig()), pair, clips[0], 4)
     reference, rows = None, {}
     for method in methods(chain_length, tree_budget):
         outputs, target_passes, draft_passes, accepted, rounds, wall = [], 0, 0, 0, 0, 0.0
         for clip in clips:
-            runs = [decode_clip(method, target, draft, clip, max_new_tokens) for _ in range(repeats)]
+            runs = [decode_clip(method, pair, clip, max_new_tokens) for _ in range(repeats)]
             tokens, stats, _ = runs[-1]
             elapsed = min(run[2] for run in runs)
             outputs.append(tokens)
@@ -130,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from foresay.app.asr_latency import simulate
-    from foresay.engine.asr.backends import DecodeLimits, SpecAsrBackend
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.backends import DecodeLimits
+    from foresay.engine.asr.pairs import load_pair
     from foresay.engine.asr.scripted import SyntheticUtterance
     from foresay.engine.asr.specasr import SpecConfig
     from foresay.engine.asr.streaming import StreamingConfig
@@ -141,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats) < 1 or args.threads < 0:
         raise AsrError("--max-new-tokens, --stream-tail-tokens and --repeats must be at least 1, --threads >= 0")
     stream_config = StreamingConfig(hop_ms=args.hop_ms)
+<<<<<<< HEAD
     clips = load_clips(args.audio)   # inputs first, then outputs, then minutes of model loading
     check_outputs({"--json": args.json}, {"--audio": args.audio})
     target = load_whisper(WhisperModelConfig(args.target, device=args.device, attention=args.attention))
@@ -149,10 +143,16 @@ def run(args: argparse.Namespace) -> int:
                            args.repeats)
     backend = SpecAsrBackend(target, draft, SpecConfig(tree_budget=args.tree_budget),
                              DecodeLimits(args.stream_tail_tokens))
+=======
+    pair = load_pair(args.target, args.draft, args.device, args.attention)
+    clips = load_clips(args.audio)
+    rows = compare_methods(pair, clips, args.max_new_tokens, args.chain_length, args.tree_budget, args.repeats)
+    backend = pair.backend(SpecConfig(tree_budget=args.tree_budget), DecodeLimits(args.stream_tail_tokens))
+>>>>>>> issue16
     delays = simulate(backend, SyntheticUtterance(tuple(STREAM_SENTENCE), pause_after=frozenset({5, 13})),
                       stream_config)
-    report = {"methods": rows, "streaming": delays.summary(), "pass_timing": pass_timing(args),
-              "setup": {"target": args.target, "draft": args.draft, "device": args.device,
+    report = {"methods": rows, "streaming": delays.summary(), "pass_timing": pass_timing(args, pair.family),
+              "setup": {"target": args.target, "draft": args.draft, "family": pair.family, "device": args.device,
                         "audio_s": round(sum(len(c) for c in clips) / SAMPLE_RATE, 2), "clips": len(clips),
                         "hop_ms": args.hop_ms, "threads": torch.get_num_threads(), "repeats": args.repeats,
                         "machine": f"{platform.machine()} {platform.system()}",
@@ -165,15 +165,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def pass_timing(args: argparse.Namespace):
+def pass_timing(args: argparse.Namespace, family: str = "whisper"):
     import torch
 
     if args.pass_timing == "skip":
         return "skipped (--pass-timing skip)"
+    shapes = "medium.en/tiny.en" if family == "whisper" else "Qwen3-ASR 1.7B/0.6B"
     if not torch.cuda.is_available():
-        return "skipped: no GPU here (medium.en/tiny.en-shaped passes are timed on a CUDA device only)"
+        return f"skipped: no GPU here ({shapes}-shaped passes are timed on a CUDA device only)"
     if not args.device.startswith("cuda"):
-        return "skipped: run with --device cuda to time medium.en/tiny.en-shaped passes"
+        return f"skipped: run with --device cuda to time {shapes}-shaped passes"
+    if family != "whisper":
+        from foresay.app.llm_asr_pass_timing import time_llm_passes
+        return time_llm_passes(args.device)
     from foresay.app.asr_pass_timing import time_passes
     return time_passes(args.device)
 

@@ -150,6 +150,21 @@ PROFILES: dict[str, dict] = {
                 "backend": "specasr", "device": "cuda"},
         "tts": {"engine": "zonos"},
     },
+    # Opt-in (auto never picks them): SpecASR on Qwen3-ASR, 0.6B drafting for 1.7B (bf16, about
+    # 6.5 GB with caches, estimated) instead of the Whisper pair. Beside Zonos (about 4 GB) it fits
+    # a 24 GB GPU with the 3B LLM, and a 32 GB GPU with the 7B flagship.
+    "gpu-24gb-qwen3-asr": {
+        "llm": {"model": "Qwen/Qwen2.5-3B-Instruct", "device": "cuda"},
+        "asr": {"target": "Qwen/Qwen3-ASR-1.7B", "draft": "Qwen/Qwen3-ASR-0.6B", "backend": "llm-specasr",
+                "device": "cuda", "dtype": "bfloat16"},
+        "tts": {"engine": "zonos"},
+    },
+    "gpu-32gb-qwen3-asr": {
+        "llm": {"model": "Qwen/Qwen2.5-7B-Instruct", "device": "cuda"},
+        "asr": {"target": "Qwen/Qwen3-ASR-1.7B", "draft": "Qwen/Qwen3-ASR-0.6B", "backend": "llm-specasr",
+                "device": "cuda", "dtype": "bfloat16"},
+        "tts": {"engine": "zonos"},
+    },
     "gpu-8gb": {
         "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda", "max_context": _GPU_CONTEXT},
         "asr": {"target": "small.en", "backend": "faster-whisper", "device": "cuda"},

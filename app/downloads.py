@@ -20,7 +20,8 @@ from foresay.app.config import OFFLINE_PROFILES, PROFILES, Settings
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.events import LoadProgress
 
-# The files each loader reads. WHISPER_FILES must match engine.asr.models.resolve_folder, and
+# The files each loader reads. WHISPER_FILES must match engine.asr.models.resolve_folder (and
+# engine.asr.llm_loading.HUB_FILES: Qwen3-ASR repositories are fetched with the same patterns), and
 # CT2_WHISPER_FILES faster_whisper.utils.download_model (tests check both).
 LLM_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
 WHISPER_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
@@ -71,7 +72,7 @@ def hub_downloads(settings: Settings) -> list[HubDownload]:
         if repo:
             out.append(HubDownload(repo, CT2_WHISPER_FILES, None, "speech recognizer"))
     else:
-        names = [asr.target] + ([asr.draft] if asr.chosen_backend == "specasr" and asr.draft else [])
+        names = [asr.target] + ([asr.draft] if asr.uses_draft and asr.draft else [])
         out += [HubDownload(n, WHISPER_FILES, None, "speech recognizer") for n in names if is_hub_id(n)]
     return out
 

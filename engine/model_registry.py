@@ -14,6 +14,8 @@ from foresay.engine.errors import ModelUnavailable
 # model name (as given to --model, --target, --draft and profiles) -> folder under assets/models/
 SHIPPED_CHAT: dict[str, str] = {"demo": "demo-chat"}
 SHIPPED_WHISPER: dict[str, str] = {"demo": "demo-whisper", "demo-draft": "demo-whisper-draft"}
+# the LLM-based recognizer pair (Qwen3-ASR architecture), trained by foresay.engine.demo.llm_asr
+SHIPPED_LLM_ASR: dict[str, str] = {"demo-llm": "demo-llm-asr", "demo-llm-draft": "demo-llm-asr-draft"}
 
 
 def shipped_models_root() -> Path:
@@ -28,5 +30,6 @@ def shipped_model_dir(name: str, table: dict[str, str]) -> Path:
     if not (folder / "config.json").exists():
         raise ModelUnavailable(f"shipped model {name!r} is missing from {folder}: this install comes "
                                f"without it; train it (README, 'Demo models': python -m "
-                               f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train)")
+                               f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train / "
+                               f"foresay.engine.demo.llm_asr train)")
     return folder

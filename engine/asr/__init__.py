@@ -1,4 +1,5 @@
-"""Streaming speech recognition: Whisper through faster-whisper, Foresay's greedy loop, or SpecASR.
+"""Streaming speech recognition: Whisper through faster-whisper, Foresay's greedy loop, or SpecASR;
+LLM-based recognizers (Qwen3-ASR) through their own greedy loop or SpecASR.
 
 Entry points for the pipeline: `AsrConfig` + `build_backend` choose and load the recognizer;
 `StreamingAsr` runs it on the event loop (start_turn / feed / end_turn) and emits
@@ -15,6 +16,8 @@ _EXPORTS = {
     "GreedyBackend": "backends", "SpecAsrBackend": "backends",
     "FasterWhisperBackend": "faster_whisper_backend", "FasterWhisperConfig": "faster_whisper_backend",
     "SpecConfig": "specasr", "speculative_decode": "specasr", "greedy_decode": "greedy",
+    "speculative_loop": "specasr", "greedy_loop": "greedy",
+    "LlmGreedyBackend": "llm_backends", "LlmSpecAsrBackend": "llm_backends",
     "StreamingConfig": "streaming", "StreamingTranscriber": "streaming", "StreamingAsr": "stage",
 }
 __all__ = sorted(_EXPORTS)

@@ -1,12 +1,18 @@
-"""One Whisper decoder's state over one audio window, with an explicit key/value cache.
+"""A decoder's state over one audio window, with an explicit key/value cache.
 
-The cache holds one entry per token in `cached` (a prefix of the sequence being decoded).
-`extend` appends a chain of tokens; `tree` scores a token tree in one pass (each node sees the
-cache prefix its root follows and its own ancestors, through an additive mask, at the position
-its depth gives) and must be followed by `keep_path` or `drop_tree`.
+`CacheCursor` is what the decoding algorithms (greedy.py, specasr.py) see of a decoder: the
+cache holds one entry per token in `cached` (a prefix of the sequence being decoded), after
+`context_length` entries prefilled once (an LLM-based recognizer's audio and prompt; none for
+Whisper, whose audio is cross-attended). `extend` appends a chain of tokens; `tree` scores a
+token tree in one pass (each node sees the context, the cache prefix its root follows and its
+own ancestors, through an additive mask, at the position its depth gives) and must be followed
+by `keep_path` or `drop_tree`. Positions are sequence indices; an adapter adds its context.
+Adapters implement `max_positions` and `_forward`: `DecoderCursor` (Whisper, below) and
+`LlmCursor` (llm_cursor.py).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Sequence
 
 import torch
@@ -16,18 +22,28 @@ from foresay.engine.asr.errors import AsrError
 from foresay.engine.sequences import common_prefix_length
 
 
-class DecoderCursor:
-    def __init__(self, model, encoder_out: torch.Tensor) -> None:
+class CacheCursor(ABC):
+    def __init__(self, model, cache) -> None:
         self.model = model
-        self.encoder_out = encoder_out
-        self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        self.cache = cache
+        self.context_length = 0  # prefilled cache entries before the sequence
         self.cached: list[int] = []
         self.passes = 0  # decoder forward passes, the unit every statistic counts
         self._tree_nodes = 0
 
     @property
+    @abstractmethod
     def max_positions(self) -> int:
-        return int(self.model.config.max_target_positions)
+        """Sequence positions the decoder can hold after its context."""
+
+    @abstractmethod
+    def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
+        """Logits [len(tokens), vocab] of `tokens` fed after the cache at sequence `positions`;
+        `attention_mask` is None (causal) or additive [1, 1, n, cache + n]. Counts a pass."""
+
+    @abstractmethod
+    def _cache_layers(self):
+        """The cache's self-attention layers (objects with `keys` and `values`)."""
 
     def sync(self, sequence: Sequence[int]) -> list[int]:
         """Drop cache entries that are not a prefix of `sequence` and return the tokens still to
@@ -49,12 +65,13 @@ class DecoderCursor:
     def tree(self, tokens: Sequence[int], parents: Sequence[int], root_context: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Score a token tree in one pass: node i's parent is `parents[i]` (an earlier node) or
         -1 for a root, which follows the first `root_context[i]` cache entries. Returns logits
-        [n, vocab] and the nodes' positions [n]."""
+        [n, vocab] and the nodes' sequence positions [n]."""
         self._no_open_tree()
-        n, past = len(tokens), len(self.cached)
+        n, past, ctx = len(tokens), len(self.cached), self.context_length
         context = [0] * n
         positions = [0] * n
-        allowed = torch.zeros(n, past + n, dtype=torch.bool)
+        allowed = torch.zeros(n, ctx + past + n, dtype=torch.bool)
+        allowed[:, :ctx] = True
         for i, parent in enumerate(parents):
             if parent >= i:
                 raise AsrError(f"tree node {i} has parent {parent}; parents must come first")
@@ -64,11 +81,11 @@ class DecoderCursor:
                     raise AsrError(f"tree root {i} follows {context[i]} cache entries; the cache has {past}")
             else:
                 context[i], positions[i] = context[parent], positions[parent] + 1
-                allowed[i, past:] = allowed[parent, past:]
-            allowed[i, : context[i]] = True
-            allowed[i, past + i] = True
+                allowed[i, ctx + past:] = allowed[parent, ctx + past:]
+            allowed[i, ctx: ctx + context[i]] = True
+            allowed[i, ctx + past + i] = True
         dtype = self.model.dtype
-        mask = torch.zeros(n, past + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        mask = torch.zeros(n, ctx + past + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         position_tensor = torch.tensor(positions)
         logits = self._forward(tokens, position_tensor, attention_mask=mask[None, None])
         self._tree_nodes = n
@@ -77,9 +94,9 @@ class DecoderCursor:
 
     def keep_path(self, nodes: Sequence[int]) -> None:
         """Keep the open tree's `nodes` (a root-to-node path, in order) after the cache."""
-        past = len(self.cached)
+        past = self.context_length + len(self.cached)
         index = torch.tensor([*range(past), *(past + i for i in nodes)], device=self.model.device)
-        for layer in self.cache.self_attention_cache.layers:
+        for layer in self._cache_layers():
             layer.keys = layer.keys.index_select(-2, index)
             layer.values = layer.values.index_select(-2, index)
         self.cached.extend(self._tree_tokens[i] for i in nodes)
@@ -100,12 +117,30 @@ class DecoderCursor:
         if self._tree_nodes:
             raise AsrError("internal: a scored tree must be kept or dropped before the next pass")
 
-    @torch.inference_mode()
-    def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
+    def _check_room(self, tokens: Sequence[int], positions: torch.Tensor) -> None:
         if not tokens:
             raise AsrError("internal: a decoder pass needs at least one token")
         if int(positions.max()) >= self.max_positions:
             raise AsrError(f"the decoder sequence would exceed {self.max_positions} tokens")
+
+
+class DecoderCursor(CacheCursor):
+    """Whisper's decoder: cross-attends to the encoder output; the cache starts empty."""
+
+    def __init__(self, model, encoder_out: torch.Tensor) -> None:
+        super().__init__(model, EncoderDecoderCache(DynamicCache(), DynamicCache()))
+        self.encoder_out = encoder_out
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.model.config.max_target_positions)
+
+    def _cache_layers(self):
+        return self.cache.self_attention_cache.layers
+
+    @torch.inference_mode()
+    def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
+        self._check_room(tokens, positions)
         device = self.model.device
         input_ids = torch.tensor([list(tokens)], device=device)
         hidden = self.model.model.decoder(

@@ -8,19 +8,25 @@ from foresay.engine.asr.backends import AsrBackend, DecodeLimits, GreedyBackend,
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.specasr import SpecConfig
 
-BACKENDS = ("auto", "faster-whisper", "greedy", "specasr")
+BACKENDS = ("auto", "faster-whisper", "greedy", "specasr", "llm-greedy", "llm-specasr")
+LLM_BACKENDS = ("llm-greedy", "llm-specasr")
 
 
 @dataclass(frozen=True)
 class AsrConfig:
-    """Which recognizer runs. `auto`: SpecASR when a draft is configured, else faster-whisper."""
+    """Which recognizer runs. `auto`: for an LLM-based recognizer (Qwen3-ASR), llm-specasr with a
+    draft and llm-greedy without; for Whisper, SpecASR with a draft, else faster-whisper."""
     target: str = "medium.en"  # faster-whisper size, hub id, folder, or fixture name
-    draft: str | None = None  # draft Whisper for SpecASR (same vocabulary as the target), e.g. openai/whisper-tiny.en
-    backend: str = "auto"  # auto | faster-whisper | greedy | specasr
+    draft: str | None = None  # draft for SpecASR (same vocabulary as the target), e.g. openai/whisper-tiny.en
+    #                           or Qwen/Qwen3-ASR-0.6B for Qwen/Qwen3-ASR-1.7B
+    backend: str = "auto"  # auto | faster-whisper | greedy | specasr (Whisper) | llm-greedy | llm-specasr (Qwen3-ASR)
     device: str = "cpu"  # cpu | cuda (cuda:N for the transformers backends)
-    dtype: str = "auto"  # transformers backends: auto (float16 on CUDA, float32 on CPU) | float32 | float16 | bfloat16
+    dtype: str = "auto"  # transformers backends: auto (on CUDA float16, bfloat16 for LLM backends; float32 on CPU)
+    #                      | float32 | float16 | bfloat16
     attention: str = "sdpa"  # transformers backends: eager | sdpa
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
+    language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
+    context: str = ""  # LLM backends: text given to the model as context (names, terms), before earlier turns
     spec: SpecConfig = field(default_factory=SpecConfig)
     limits: DecodeLimits = field(default_factory=DecodeLimits)
     fixture_root: Path | None = None
@@ -30,17 +36,35 @@ class AsrConfig:
             raise InvalidAsrConfig(f"ASR backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
         if self.backend == "specasr" and not self.draft:
             raise InvalidAsrConfig("the specasr backend needs a draft model (e.g. openai/whisper-tiny.en)")
+        if self.backend == "llm-specasr" and not self.draft:
+            raise InvalidAsrConfig("the llm-specasr backend needs a draft model (e.g. Qwen/Qwen3-ASR-0.6B)")
+        from foresay.engine.asr.llm_models import language_name
+        language_name(self.language)
 
     @property
     def chosen_backend(self) -> str:
+        """The backend that runs; greedy and specasr name the decoding method for either family,
+        so a profile's `specasr` runs an LLM-based pair when its target is one (demo-llm)."""
+        from foresay.engine.asr.llm_loading import is_llm_asr_name
+        llm = is_llm_asr_name(self.target)
+        if self.backend in ("greedy", "specasr"):
+            return f"llm-{self.backend}" if llm else self.backend
         if self.backend != "auto":
             return self.backend
+        if llm:
+            return "llm-specasr" if self.draft else "llm-greedy"
         return "specasr" if self.draft else "faster-whisper"
+
+    @property
+    def uses_draft(self) -> bool:
+        return self.chosen_backend in ("specasr", "llm-specasr")
 
     def torch_dtype_name(self) -> str:
         if self.dtype != "auto":
             return self.dtype
-        return "float16" if self.device.startswith("cuda") else "float32"
+        if not self.device.startswith("cuda"):
+            return "float32"
+        return "bfloat16" if self.chosen_backend in LLM_BACKENDS else "float16"  # Qwen3 decoders are bf16 models
 
 
 def build_backend(config: AsrConfig) -> AsrBackend:
@@ -52,6 +76,8 @@ def build_backend(config: AsrConfig) -> AsrBackend:
         return FasterWhisperBackend(FasterWhisperConfig(
             config.target, device=config.device.split(":")[0], compute_type=config.compute_type,
             max_new_tokens=config.limits.max_new_tokens, fixture_root=config.fixture_root))
+    if backend in LLM_BACKENDS:
+        return _build_llm_backend(config, backend)
     from foresay.engine.asr.models import WhisperModelConfig, load_whisper
 
     def load(name: str):
@@ -66,3 +92,17 @@ def build_backend(config: AsrConfig) -> AsrBackend:
     if backend == "greedy":
         return GreedyBackend(load(config.target), config.limits)
     return SpecAsrBackend(load(config.target), load(config.draft), config.spec, config.limits)
+
+
+def _build_llm_backend(config: AsrConfig, backend: str) -> AsrBackend:
+    from foresay.engine.asr.llm_backends import LlmGreedyBackend, LlmSpecAsrBackend
+    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+
+    def load(name: str):
+        return load_llm_asr(LlmAsrModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
+                                              attention=config.attention, language=config.language,
+                                              fixture_root=config.fixture_root))
+
+    if backend == "llm-greedy":
+        return LlmGreedyBackend(load(config.target), config.limits, config.context)
+    return LlmSpecAsrBackend(load(config.target), load(config.draft), config.spec, config.limits, config.context)

@@ -1,4 +1,8 @@
-"""Foresay's own greedy Whisper decoding: the reference every other decoder must equal."""
+"""Foresay's own greedy decoding: the reference every other decoder must equal.
+
+`greedy_loop` runs over any `CacheCursor` (a Whisper decoder or an LLM-based recognizer's
+decoder); `greedy_decode` is the Whisper entry point.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,6 +11,7 @@ from typing import Sequence
 import torch
 
 from foresay.engine.asr.captured import make_cursor
+from foresay.engine.asr.cursor import CacheCursor
 from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.vocab import SuppressionRules
 
@@ -59,7 +64,13 @@ def finish(generated: list[int], eot: int, stats: DecodeStats) -> DecodeResult:
 def greedy_decode(model, encoder_out: torch.Tensor, prefix: Sequence[int], rules: SuppressionRules,
                   eot: int, max_new_tokens: int = 224) -> DecodeResult:
     """Decode one token per pass after the forced `prefix`, until end-of-text or the budget."""
-    cursor = make_cursor(model, encoder_out)
+    return greedy_loop(make_cursor(model, encoder_out), prefix, rules, eot, max_new_tokens)
+
+
+def greedy_loop(cursor: CacheCursor, prefix: Sequence[int], rules, eot: int,
+                max_new_tokens: int = 224) -> DecodeResult:
+    """Greedy decoding on `cursor` after `prefix`; `rules.apply` masks the logits (Whisper's
+    `SuppressionRules` or an LLM recognizer's rules)."""
     budget = token_budget(prefix, max_new_tokens, cursor.max_positions)
     sequence = list(prefix)
     generated: list[int] = []

@@ -1,4 +1,7 @@
-"""SpecASR: a draft Whisper proposes, the target Whisper verifies; output equals target greedy.
+"""SpecASR: a draft decoder proposes, the target decoder verifies; output equals target greedy.
+
+Written once over `CacheCursor`s (`speculative_loop`): Whisper pairs (`speculative_decode`) and
+LLM-based recognizer pairs (llm_backends.py) differ only in their cursor adapters.
 
 One round: the draft proposes a chain (adaptive length: it stops after a token whose top-1
 probability is below `threshold`, at `max_draft` tokens or at end-of-text), optionally first
@@ -17,7 +20,7 @@ from typing import Sequence
 import torch
 
 from foresay.engine.asr.captured import make_cursor
-from foresay.engine.asr.cursor import DecoderCursor
+from foresay.engine.asr.cursor import CacheCursor
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.greedy import DecodeResult, DecodeStats, finish, pick, token_budget
 from foresay.engine.asr.vocab import SuppressionRules
@@ -82,7 +85,7 @@ def _top2(rows: torch.Tensor) -> tuple[list[int], list[float], list[int]]:
     return top.indices[:, 0].tolist(), top.values[:, 0].tolist(), top.indices[:, 1].tolist()
 
 
-def draft_chain(draft: DecoderCursor, sequence: list[int], start: int, room: int, recycled: Sequence[int],
+def draft_chain(draft: CacheCursor, sequence: list[int], start: int, room: int, recycled: Sequence[int],
                 config: SpecConfig, rules: SuppressionRules, eot: int) -> _Chain:
     """The draft's greedy chain after `sequence` (at most `room` tokens). `recycled` tokens are
     checked in the first pass; the chain is what token-by-token drafting would give, at the
@@ -110,7 +113,7 @@ def draft_chain(draft: DecoderCursor, sequence: list[int], start: int, room: int
     return chain
 
 
-def _branches(draft: DecoderCursor, sequence: list[int], start: int, chain: _Chain, room: int,
+def _branches(draft: CacheCursor, sequence: list[int], start: int, chain: _Chain, room: int,
               config: SpecConfig, rules: SuppressionRules, eot: int) -> dict[int, list[int]]:
     """Second-best branches at the least certain chain positions, each extended greedily by
     the draft; one draft pass per extension step covers all branches (a tree pass). A branch
@@ -141,10 +144,17 @@ def speculative_decode(target, draft, target_encoder_out: torch.Tensor, draft_en
                        prefix: Sequence[int], rules: SuppressionRules, eot: int,
                        config: SpecConfig = SpecConfig(), max_new_tokens: int = 224,
                        recycled: Sequence[int] = ()) -> DecodeResult:
-    """Greedy decoding of `target` after `prefix`, sped up by `draft`. `recycled` is a first
-    guess of the continuation (e.g. the previous hop's unconfirmed tail)."""
-    verifier = make_cursor(target, target_encoder_out)
-    drafter = make_cursor(draft, draft_encoder_out)
+    """Greedy decoding of Whisper `target` after `prefix`, sped up by Whisper `draft`.
+    `recycled` is a first guess of the continuation (e.g. the previous hop's unconfirmed tail)."""
+    return speculative_loop(make_cursor(target, target_encoder_out), make_cursor(draft, draft_encoder_out),
+                            prefix, rules, eot, config, max_new_tokens, recycled)
+
+
+def speculative_loop(verifier: CacheCursor, drafter: CacheCursor, prefix: Sequence[int], rules, eot: int,
+                     config: SpecConfig = SpecConfig(), max_new_tokens: int = 224,
+                     recycled: Sequence[int] = ()) -> DecodeResult:
+    """Greedy decoding of the decoder behind `verifier` after `prefix`, sped up by `drafter`
+    (a decoder of the same vocabulary over the same audio); any pair of `CacheCursor`s."""
     budget = token_budget(prefix, max_new_tokens, min(verifier.max_positions, drafter.max_positions))
     start = len(prefix)
     sequence = list(prefix)

@@ -1,0 +1,60 @@
+"""The decoder of an LLM-based recognizer (audio encoder + causal LM) as a `CacheCursor`.
+
+The audio embeddings and the prompt around them (chat header, context text, language tag) are
+prefilled into the decoder's own key/value cache once per decode, as `context_length` entries
+every later token attends to; the transcript is then decoded after it exactly as a Whisper
+decoder is (greedy.py, specasr.py). Sequence position i runs at rotary position
+`context_length + i`, given explicitly, so tree nodes take the positions of their depth.
+
+Qwen3-ASR's original checkpoints use multimodal rotary positions (M-RoPE, sections for time,
+height, width); with audio and text only, all three components of every position are equal,
+which is plain 1-D rotary embedding: transformers' port runs a plain Qwen3 decoder and so does
+this cursor. A model whose M-RoPE components differ (images, video) would need 3-row positions.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers.cache_utils import DynamicCache
+
+from foresay.engine.asr.cursor import CacheCursor
+
+
+class LlmCursor(CacheCursor):
+    """`model` has `model.language_model` (the decoder stack), `model.get_input_embeddings()`,
+    `lm_head`, `config.text_config`, `dtype` and `device` (a Qwen3ASRForConditionalGeneration)."""
+
+    def __init__(self, model, context: torch.Tensor) -> None:
+        super().__init__(model, DynamicCache())
+        self._prefill(context)
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.model.config.text_config.max_position_embeddings) - self.context_length
+
+    def _cache_layers(self):
+        return self.cache.layers
+
+    @torch.inference_mode()
+    def _prefill(self, context: torch.Tensor) -> None:
+        """Run the context embeddings [n, hidden] into the cache (one decoder pass)."""
+        n = int(context.shape[0])
+        device = self.model.device
+        self.model.model.language_model(
+            inputs_embeds=context[None].to(device, self.model.dtype), position_ids=torch.arange(n, device=device)[None],
+            past_key_values=self.cache, use_cache=True)
+        self.context_length = n
+        self.passes += 1
+
+    @torch.inference_mode()
+    def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
+        self._check_room(tokens, positions)
+        device = self.model.device
+        hidden = self.model.model.language_model(
+            input_ids=torch.tensor([list(tokens)], device=device),
+            position_ids=(positions + self.context_length).to(device)[None],
+            attention_mask=None if attention_mask is None else attention_mask.to(device),
+            past_key_values=self.cache, use_cache=True).last_hidden_state
+        self.passes += 1
+        return self.model.lm_head(hidden)[0].float()

@@ -1,0 +1,42 @@
+"""The demo LLM-ASR trainer: it learns (the loss falls on a few clips) and saves a folder that the
+ordinary loading path reads as a Qwen3-ASR recognizer; its command line refuses bad options."""
+import json
+
+import numpy as np
+import pytest
+
+from foresay.engine.demo.speech import SpeechSet
+
+
+def test_a_few_steps_learn_and_save_a_loadable_recognizer(tmp_path):
+    import torch
+
+    from foresay.engine.asr.factory import AsrConfig, build_backend
+    from foresay.engine.demo.train_llm_asr import LlmAsrTrainConfig, build_tokenizer, train_llm_asr, training_data
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    texts = ["what's the capital of japan", "set a timer for five minutes", "hello there", "what colour is the sky"]
+    audio = [(rng.standard_normal(16000 + 4000 * i) * 0.1).astype(np.float32) for i in range(len(texts))]
+    tok = build_tokenizer(texts * 20)
+    data = training_data(tok, SpeechSet(texts, audio, [None] * len(texts)))
+    lines = []
+    config = LlmAsrTrainConfig(steps=50, stop_at=8, batch_size=4, warmup=1, lr=3e-3, threads=1, log_every=1)
+    stats = train_llm_asr("demo-llm-asr-draft", config, tok, data, tmp_path / "model", lines.append)
+    losses = [float(line.split("loss ")[1].split()[0]) for line in lines]
+    assert len(losses) == 8 and stats["steps_done"] == 8
+    assert json.loads((tmp_path / "model" / "training.json").read_text())["steps_done"] == 8
+    assert losses[-1] < 0.8 * losses[0]
+    from foresay.engine.asr.backends import DecodeLimits
+
+    backend = build_backend(AsrConfig(target=str(tmp_path / "model"), backend="llm-greedy", limits=DecodeLimits(6)))
+    assert backend.transcribe(audio[0]).stats.target_passes >= 2
+
+
+def test_command_line_refuses_bad_options(capsys):
+    from foresay.engine.demo.llm_asr import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--out-dir", "x", "--clips", "0"])
+    assert main(["train", "--out-dir", "x", "--clips", "10", "--prefix-clips", "20"]) == 2
+    assert "--prefix-clips must lie in 0..--clips" in capsys.readouterr().err
