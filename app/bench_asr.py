@@ -134,21 +134,11 @@ def run(args: argparse.Namespace) -> int:
     if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats) < 1 or args.threads < 0:
         raise AsrError("--max-new-tokens, --stream-tail-tokens and --repeats must be at least 1, --threads >= 0")
     stream_config = StreamingConfig(hop_ms=args.hop_ms)
-<<<<<<< HEAD
     clips = load_clips(args.audio)   # inputs first, then outputs, then minutes of model loading
     check_outputs({"--json": args.json}, {"--audio": args.audio})
-    target = load_whisper(WhisperModelConfig(args.target, device=args.device, attention=args.attention))
-    draft = load_whisper(WhisperModelConfig(args.draft, device=args.device, attention=args.attention))
-    rows = compare_methods(target, draft, clips, args.max_new_tokens, args.chain_length, args.tree_budget,
-                           args.repeats)
-    backend = SpecAsrBackend(target, draft, SpecConfig(tree_budget=args.tree_budget),
-                             DecodeLimits(args.stream_tail_tokens))
-=======
     pair = load_pair(args.target, args.draft, args.device, args.attention)
-    clips = load_clips(args.audio)
     rows = compare_methods(pair, clips, args.max_new_tokens, args.chain_length, args.tree_budget, args.repeats)
     backend = pair.backend(SpecConfig(tree_budget=args.tree_budget), DecodeLimits(args.stream_tail_tokens))
->>>>>>> issue16
     delays = simulate(backend, SyntheticUtterance(tuple(STREAM_SENTENCE), pause_after=frozenset({5, 13})),
                       stream_config)
     report = {"methods": rows, "streaming": delays.summary(), "pass_timing": pass_timing(args, pair.family),
