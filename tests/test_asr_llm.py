@@ -219,5 +219,5 @@ def test_a_demo_llm_pair_missing_from_this_install_is_named():
 
     if (demo_models_root() / DEMO_LLM_ASR["demo-llm"] / "config.json").exists():
         pytest.skip("this install ships the demo LLM-ASR pair")
-    with pytest.raises(ModelUnavailable, match="demo model 'demo-llm' is missing.*llm_asr train"):
+    with pytest.raises(ModelUnavailable, match="model 'demo-llm' is missing.*llm_asr train"):
         load_llm_asr(LlmAsrModelConfig("demo-llm"))
