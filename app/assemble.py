@@ -104,5 +104,5 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")
-    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {settings.llm.model}", "info"))
+    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}", "info"))
     return pipeline

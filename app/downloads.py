@@ -24,6 +24,7 @@ from foresay.engine.events import LoadProgress
 # engine.asr.llm_loading.HUB_FILES: Qwen3-ASR repositories are fetched with the same patterns), and
 # CT2_WHISPER_FILES faster_whisper.utils.download_model (tests check both).
 LLM_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
+TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja")
 WHISPER_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
 CT2_WHISPER_FILES = ("config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*")
 
@@ -64,8 +65,12 @@ def faster_whisper_repo(name: str) -> str | None:
 def hub_downloads(settings: Settings) -> list[HubDownload]:
     """The hub models `settings` will load, in loading order."""
     out = []
-    if is_hub_id(settings.llm.model):
-        out.append(HubDownload(settings.llm.model, LLM_FILES, settings.llm.revision, "language model"))
+    llm = settings.llm
+    if llm.backend == "openai":  # a served model's name, not ours to fetch; its tokenizer may be
+        if llm.tokenizer and is_hub_id(llm.tokenizer):
+            out.append(HubDownload(llm.tokenizer, TOKENIZER_FILES, None, "language model's tokenizer"))
+    elif is_hub_id(llm.model):
+        out.append(HubDownload(llm.model, LLM_FILES, llm.revision, "language model"))
     asr = settings.asr
     if asr.chosen_backend == "faster-whisper":
         repo = faster_whisper_repo(asr.target)
