@@ -20,7 +20,9 @@ from foresay.audio.playback import PlaybackConfig
 from foresay.audio.vad import VadConfig
 from foresay.engine.asr.factory import AsrConfig
 from foresay.engine.asr.streaming import StreamingConfig
+from foresay.engine.errors import ForesayError
 from foresay.engine.llm import LLMConfig
+from foresay.engine.predgen.continuation import ContinuationConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.tts.espeak import EspeakConfig
 from foresay.engine.tts.zonos import ZonosConfig
@@ -48,9 +50,15 @@ class AppSettings:
 @dataclass(frozen=True)
 class PredGenSettings:
     """enabled: speculate while the user speaks (False: wait for the final transcript).
-    verifier: greedy (lossless) | topk:K | reflection. The rest as in PredGenConfig."""
+    verifier: greedy (lossless) | topk:K | reflection.
+    continuation: how the reply goes on after the final verification when the draft's first
+        sentence did not survive: plain (one token per pass) | jacobi (Jacobi iteration seeded with
+        the stale draft, 16 positions per pass) | jacobi:W (W positions) | jacobi:W:fill (keeps
+        the window full past the draft; for consistency-trained models such as demo-cllm).
+        Lossless either way. The rest as in PredGenConfig."""
     enabled: bool = True
     verifier: str = "greedy"
+    continuation: str = "jacobi"
     max_new_tokens: int = 256
     max_draft_tokens: int = 96
     margin_tokens: int = 4
@@ -59,11 +67,16 @@ class PredGenSettings:
         v = self.verifier
         if not (v in ("greedy", "reflection") or (v.startswith("topk:") and v[5:].isdigit() and int(v[5:]) > 0)):
             raise ConfigError(f"verifier must be greedy, topk:K (K >= 1) or reflection, got {v!r}")
+        try:
+            ContinuationConfig.parse(self.continuation)
+        except ForesayError as exc:
+            raise ConfigError(str(exc)) from None
         self.engine_config()  # validates the numbers
 
     def engine_config(self) -> PredGenConfig:
         return PredGenConfig(max_new_tokens=self.max_new_tokens, max_draft_tokens=self.max_draft_tokens,
-                             margin_tokens=self.margin_tokens)
+                             margin_tokens=self.margin_tokens,
+                             continuation=ContinuationConfig.parse(self.continuation))
 
 
 @dataclass(frozen=True)
