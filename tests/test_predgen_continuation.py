@@ -157,3 +157,14 @@ def test_app_settings_choose_the_continuation():
     assert PredGenSettings(continuation="plain").engine_config().continuation.kind == "plain"
     with pytest.raises(ConfigError, match="continuation"):
         PredGenSettings(continuation="jacobi:x")
+
+
+def test_bench_method_names():
+    from foresay.app.bench_predgen import split_method
+    from foresay.app.cli import main
+
+    assert split_method("jacobi") == ("greedy", "jacobi")
+    assert split_method("jacobi:8:fill") == ("greedy", "jacobi:8:fill")
+    assert split_method("topk:3+jacobi") == ("topk:3", "jacobi")
+    assert split_method("greedy") == ("greedy", "plain")
+    assert main(["bench", "predgen", "--model", "tiny-random", "--methods", "greedy+jacobi:0"]) == 2

@@ -7,7 +7,7 @@ from pathlib import Path
 from foresay.engine.errors import ModelUnavailable
 
 # model name (as given to --model, --target, --draft and profiles) -> folder under assets/models/
-DEMO_CHAT = {"demo": "demo-chat"}
+DEMO_CHAT = {"demo": "demo-chat", "demo-cllm": "demo-chat-cllm"}
 DEMO_WHISPER = {"demo": "demo-whisper", "demo-draft": "demo-whisper-draft"}
 
 
