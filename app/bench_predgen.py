@@ -272,12 +272,12 @@ def print_table(report: dict) -> None:
     print("-" * len(head))
     for name, m in report["methods"].items():
         outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
-        print(f"{name:<12}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
+        print(f"{name:<12}{m['ttfs_ms']:>{9 + 12 - max(12, len(name))}.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
               f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
               f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
     for name, m in report["methods"].items():
         if m["missed_turns"] and m["continuation_passes_missed"]:
-            print(f"{name:<12}on {m['missed_turns']} partial/rejected turns: NFETFS {m['nfetfs_missed']:.2f}, "
+            print(f"{name}: on {m['missed_turns']} partial/rejected turns NFETFS {m['nfetfs_missed']:.2f}, "
                   f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
                   f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
                   f"positions per pass)")
