@@ -62,3 +62,21 @@ def test_a_sentence_is_not_returned_before_its_end_is_certain():
     assert first_sentence("I live in the U.S. Government", final=False) is None
     assert first_sentence("I live in the U.S. How", final=False) is None  # "However"?
     assert first_sentence("I live in the U.S. How about", final=False).text == "I live in the U.S."
+
+
+def test_streaming_equals_batch_on_random_fragments():
+    import random
+
+    from foresay.engine.sentences import SplitterConfig
+
+    pieces = list("abXY .?!…\n\"')(]•⁃12。") + ["U.S.", " . . .", "Dr.", "1.)", " a. ", "[...]", "e.g."]
+    rng = random.Random(7)
+    for _ in range(150):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40)))
+        for config in (SplitterConfig(), SplitterConfig(max_chars=20, min_cut_chars=5)):
+            batch = [s.text for s in split_sentences(text, True, config)[0]]
+            splitter, got = SentenceSplitter(config), []
+            for i in range(1, len(text) + 1):
+                got += [s.text for s in splitter.feed(text[:i])]
+            got += [s.text for s in splitter.feed(text, final=True)]
+            assert got == batch, repr(text)

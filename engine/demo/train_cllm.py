@@ -40,13 +40,15 @@ from foresay.engine.errors import ForesayError
 class CllmTrainConfig:
     """seed: data, trajectories and batch order follow from it.
     dialogues: training dialogues whose last request gives trajectories.
-    window: Jacobi positions per pass (as at inference, `jacobi:16:fill`).
+    window / fill: the Jacobi continuation the trajectories come from (as at inference:
+        `jacobi:16` without fill, `jacobi:16:fill` with it).
     draft_tokens: how much of the cut-off request's reply serves as the stale draft.
     steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
     lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
     seed: int = 0
     dialogues: int = 1200
     window: int = 16
+    fill: bool = False
     draft_tokens: int = 24
     max_reply: int = 48
     steps: int = 200
@@ -75,8 +77,8 @@ def _greedy(lm, prompt: list[int], n: int) -> list[int]:
     return ids
 
 
-def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int], window: int
-                      ) -> list[tuple[int, list[int]]]:
+def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int], window: int,
+                      fill: bool = False) -> list[tuple[int, list[int]]]:
     """The Jacobi states PredGen's continuation passes through from `draft` to `target` (y*,
     greedy): (accepted tokens before the window, window tokens: pending + guesses)."""
     from foresay.engine.kv import KVCache
@@ -89,7 +91,7 @@ def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int]
         return []
     cache = KVCache(lm)
     cache.append(prompt + target[:kept], keep_logits=1)
-    policy = FixedWindow(window, fill=True)
+    policy = FixedWindow(window, fill=fill)
     strategy = JacobiFromDraft(draft[kept + 1:], policy, GiveUpWhenSlow(patience=0))
     tokens, pending, states = list(target[:kept]), target[kept], []
     while len(tokens) + 1 < len(target):
@@ -127,10 +129,11 @@ def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, domain: DomainCon
                                                 add_generation_prompt=True))
         target = _greedy(lm, prompt, config.max_reply)
         draft = _greedy(lm, partial_prompt, config.draft_tokens)
-        states = trajectory_states(lm, prompt, draft, target, config.window)
+        states = trajectory_states(lm, prompt, draft, target, config.window, config.fill)
         passes += len(states)
         tokens += len(target) - (states[0][0] if states else len(target))
-        examples += [state_example(prompt, target, a, w, pad) for a, w in states]
+        # a window of the pending token alone is a plain step: the AR data already cover it
+        examples += [state_example(prompt, target, a, w, pad) for a, w in states if len(w) > 1]
         if (n + 1) % 200 == 0:
             progress(f"trajectories: {n + 1}/{len(dialogues)} requests, {len(examples)} states")
     return examples, {"requests": len(dialogues), "states": len(examples), "jacobi_passes": passes,
@@ -222,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                  "warmup", "threads", "stop_at", "checkpoint_every"):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument("--fill", action="store_true", help="trajectories of jacobi:W:fill")
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
 
     def command(args) -> int:
