@@ -114,9 +114,11 @@ def state_example(prompt: list[int], target: list[int], accepted: int, window: l
     return Example(ids, [IGNORE] * len(prompt) + reply)
 
 
-def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, domain: DomainConfig,
-            rng: random.Random, progress=print) -> tuple[list[Example], dict]:
-    dialogues = DialogueGenerator(domain, "train").dialogues(config.dialogues)
+def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, rng: random.Random,
+            progress=print) -> tuple[list[Example], dict]:
+    """Training states from each dialogue's last request, and what the trajectories cost:
+    `jacobi_passes` to fix the `tokens_to_fix` tokens after the verification (as many passes as
+    plain steps would need)."""
     examples, passes, tokens = [], 0, 0
     pad = encoder.tok.pad_token_id
     for n, dialogue in enumerate(dialogues):
@@ -131,13 +133,13 @@ def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, domain: DomainCon
         draft = _greedy(lm, partial_prompt, config.draft_tokens)
         states = trajectory_states(lm, prompt, draft, target, config.window, config.fill)
         passes += len(states)
-        tokens += len(target) - (states[0][0] if states else len(target))
+        tokens += len(target) - 1 - states[0][0] if states else 0
         # a window of the pending token alone is a plain step: the AR data already cover it
         examples += [state_example(prompt, target, a, w, pad) for a, w in states if len(w) > 1]
         if (n + 1) % 200 == 0:
             progress(f"trajectories: {n + 1}/{len(dialogues)} requests, {len(examples)} states")
     return examples, {"requests": len(dialogues), "states": len(examples), "jacobi_passes": passes,
-                      "tokens_after_verification": tokens}
+                      "tokens_to_fix": tokens, "passes_per_token": passes / tokens if tokens else None}
 
 
 def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: str,
@@ -155,7 +157,8 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
     encoder = ChatEncoder(tokenizer, system_prompt)
     prefix = encoder._encode(tokenizer.apply_chat_template(
         [{"role": "system", "content": system_prompt}], tokenize=False))
-    states, data_stats = collect(lm, encoder, config, domain, rng, progress)
+    dialogues = DialogueGenerator(domain, "train").dialogues(config.dialogues)
+    states, data_stats = collect(lm, encoder, config, dialogues, rng, progress)
     if not states:
         raise ForesayError("CLLM training: no trajectory had a state to learn from")
     rng.shuffle(states)
@@ -216,17 +219,38 @@ def main(argv: list[str] | None = None) -> int:
     from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
     from foresay.engine.predgen.conversation import default_system_prompt
 
-    parser = argparse.ArgumentParser(prog="python -m foresay.engine.demo.train_cllm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = argparse.ArgumentParser(prog="python -m foresay.engine.demo.train_cllm", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = root.add_subparsers(dest="command", required=True)
+    parser = commands.add_parser("train", help="fine-tune a demo chat model as a CLLM")
+    ev = commands.add_parser("eval", help="Jacobi passes per token after the final verification, on "
+                             "held-out requests drafted from a cut-off version of each")
     parser.add_argument("--out", required=True, help="folder for the model (e.g. assets/models/demo-chat-cllm)")
     parser.add_argument("--base", default="demo", help="the model to fine-tune: demo or a folder")
+    ev.add_argument("--model", default="demo", help="demo, demo-cllm or a folder")
+    ev.add_argument("--split", default="test")
     defaults = CllmTrainConfig()
-    for name in ("seed", "dialogues", "window", "draft_tokens", "max_reply", "steps", "batch_size",
-                 "warmup", "threads", "stop_at", "checkpoint_every"):
-        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
-    parser.add_argument("--lr", type=float, default=defaults.lr)
-    parser.add_argument("--fill", action="store_true", help="trajectories of jacobi:W:fill")
-    parser.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
+    for sub in (parser, ev):
+        for name in ("seed", "dialogues", "window", "draft_tokens", "max_reply", "steps", "batch_size",
+                     "warmup", "threads", "stop_at", "checkpoint_every"):
+            sub.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+        sub.add_argument("--lr", type=float, default=defaults.lr)
+        sub.add_argument("--fill", action="store_true", help="trajectories of jacobi:W:fill")
+        sub.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
+
+    def evaluate(args) -> int:
+        from foresay.engine.llm import LLMConfig, load_llm
+        fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
+        config = CllmTrainConfig(**fields)
+        lm = load_llm(LLMConfig(model=args.model, device="cpu", threads=config.threads))
+        dialogues = DialogueGenerator(DomainConfig(seed=args.data_seed), args.split).dialogues(config.dialogues)
+        _, stats = collect(lm, ChatEncoder(lm.tokenizer, default_system_prompt()), config, dialogues,
+                           random.Random(config.seed), lambda line: print(line, file=sys.stderr, flush=True))
+        print(json.dumps({"model": args.model, "split": args.split, "window": config.window,
+                          "fill": config.fill, **stats}, indent=2))
+        return 0
+
+    ev.set_defaults(func=evaluate)
 
     def command(args) -> int:
         fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
@@ -238,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     parser.set_defaults(func=command)
-    return run(parser, argv, positive=("dialogues", "steps", "batch_size"))
+    return run(root, argv, positive=("dialogues", "steps", "batch_size"))
 
 
 if __name__ == "__main__":
