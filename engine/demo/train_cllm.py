@@ -46,7 +46,7 @@ class CllmTrainConfig:
     steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
     lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
     seed: int = 0
-    dialogues: int = 1200
+    dialogues: int = 400
     window: int = 16
     fill: bool = False
     draft_tokens: int = 24
