@@ -24,8 +24,8 @@ def _config(spec, **kw):
     return PredGenConfig(**(base | kw), continuation=ContinuationConfig.parse(spec))
 
 
-@pytest.mark.parametrize("seed,count,spec", [(0, 6, "jacobi"), (1, 4, "jacobi:2"), (2, 4, "jacobi:6:fill"),
-                                             (3, 4, "jacobi:16:fill")])
+@pytest.mark.parametrize("seed,count,spec", [(0, 24, "jacobi"), (1, 8, "jacobi:2"), (2, 8, "jacobi:6:fill"),
+                                             (3, 8, "jacobi:16:fill"), (4, 8, "jacobi:4")])
 def test_jacobi_predgen_equals_plain_greedy(load_fixture_lm, seed, count, spec):
     lm = load_fixture_lm("tiny-random", seed=seed)
     config = _config(spec)
@@ -123,7 +123,7 @@ def test_jacobi_on_the_demo_model_equals_greedy_with_history(demo_lm):
     """Held-out requests, word by word, earlier turns kept as history; replies end with the
     end-of-message token, which Jacobi may confirm inside its guesses."""
     config = PredGenConfig(max_new_tokens=64, continuation=ContinuationConfig.parse("jacobi"))
-    dialogues = DialogueGenerator(DomainConfig(seed=3), "test").dialogues(4)
+    dialogues = DialogueGenerator(DomainConfig(seed=3), "test").dialogues(10)
     ended_inside_guesses = 0
     for dialogue in dialogues:
         conv = Conversation(demo_lm)
