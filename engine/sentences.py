@@ -135,7 +135,7 @@ class _Scan:
             if ch.isspace():
                 if ch == "\n" and text[self.start:self.i].strip():
                     return self.i
-                if self.next_item and (m := self.next_item.match(text, self.i)):
+                if self.next_item and self.next_item.match(text, self.i):
                     return self.i
                 self.i += 1
                 continue

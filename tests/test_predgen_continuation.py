@@ -60,7 +60,6 @@ def test_one_wrong_token_costs_one_jacobi_pass_not_one_pass_per_token(tiny_lm):
     for spec in ("plain", "jacobi"):
         turn = _forced(tiny_lm, draft, spec)
         records[spec] = turn.finalize(FINAL)
-        first_pass = turn.continuation.stats
         turn.finish()
         assert turn.reply_ids() == greedy
         assert records[spec].final_accepted == 3
