@@ -4,6 +4,10 @@ Each prompt is revealed word by word at a speaking rate on a simulated clock; th
 takes real wall time on that same clock (so a slow model falls behind the speaker, as it would
 live). `baseline` waits for the full prompt and decodes greedily; the other methods speculate on
 every partial and verify at the end. Latencies are measured from the end of the prompt.
+
+A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
+continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
+`jacobi:W:fill`); `jacobi` alone means greedy verification with Jacobi continuation.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -51,6 +55,15 @@ class TurnResult:
     reply: list[int]
     overhead_share: float
     accepted_per_update: list[int] = field(default_factory=list)
+    continuation: object = None  # the continuation's ContinuationStats up to the first sentence
+
+
+def split_method(method: str) -> tuple[str, str]:
+    """(verifier spec, continuation spec) of a method name such as "greedy+jacobi:8"."""
+    verifier, _, continuation = method.partition("+")
+    if verifier.startswith("jacobi") and not continuation:
+        return "greedy", verifier
+    return verifier, continuation or "plain"
 
 
 def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[list[str]]:
@@ -101,7 +114,7 @@ def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) 
     turn.finish()
     return TurnResult(method, record.ttfs, record.nfetfs, record.audio_latency, record.outcome,
                       record.first_sentence, turn.reply_ids(), record.overhead_share,
-                      [u.accepted for u in record.updates if u.verified])
+                      [u.accepted for u in record.updates if u.verified], record.continuation)
 
 
 def run_methods(lm, methods: list[str], conversations, config, chars_per_s: float
@@ -109,10 +122,13 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
     """Every method on every conversation; the methods take turns prompt by prompt, so a slow
     spell of a shared machine hits them alike."""
     from foresay.engine.predgen.conversation import Conversation
+    from foresay.engine.predgen.continuation import ContinuationConfig
     from foresay.engine.predgen.turn import PredGenTurn
     from foresay.engine.predgen.verifiers import make_verifier
 
-    verifiers = {m: make_verifier("greedy" if m == "baseline" else m, lm) for m in methods}
+    specs = {m: ("greedy", "plain") if m == "baseline" else split_method(m) for m in methods}
+    verifiers = {m: make_verifier(specs[m][0], lm) for m in methods}
+    configs = {m: replace(config, continuation=ContinuationConfig.parse(specs[m][1])) for m in methods}
     convs = {m: Conversation(lm, reserve_tokens=config.max_new_tokens) for m in methods}
     clock = SimClock()
     results: dict[str, list[list[TurnResult]]] = {m: [] for m in methods}
@@ -122,7 +138,7 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
             conv.reset()
             per_conversation = []
             for text in turns:
-                turn = PredGenTurn(conv, config, verifier=verifiers[method], clock=clock)
+                turn = PredGenTurn(conv, configs[method], verifier=verifiers[method], clock=clock)
                 per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
                 turn.commit()
             results[method].append(per_conversation)
@@ -136,6 +152,8 @@ def summarize(method: str, results, baseline) -> dict:
     outcomes: dict[str, int] = {}
     for r in flat:
         outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+    missed = [r for r in flat if r.outcome in ("partial", "rejected")]
+    cont = [r.continuation for r in missed if r.continuation is not None]
     return {
         "ttfs_ms": 1000 * statistics.fmean(r.ttfs for r in flat),
         "nfetfs": statistics.fmean(r.nfetfs for r in flat),
@@ -148,6 +166,12 @@ def summarize(method: str, results, baseline) -> dict:
         "overhead_share": statistics.fmean(r.overhead_share for r in flat),
         "accepted_per_update": statistics.fmean(
             [a for r in flat for a in r.accepted_per_update] or [0]),
+        # turns whose first sentence the final verification did not confirm: the continuation's work
+        "missed_turns": len(missed),
+        "nfetfs_missed": statistics.fmean(r.nfetfs for r in missed) if missed else None,
+        "continuation_passes_missed": sum(c.passes for c in cont),
+        "continuation_tokens_missed": sum(c.tokens for c in cont),
+        "continuation_positions_missed": sum(c.computed for c in cont),
     }
 
 
@@ -224,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
         raise ForesayError("--methods names no method")
     if "baseline" not in methods:
         methods.insert(0, "baseline")  # every comparison is against it
+    from foresay.engine.predgen.continuation import ContinuationConfig
+    for method in methods:  # a bad continuation is named before the model loads
+        ContinuationConfig.parse(split_method(method)[1])
     conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
     check_outputs({"--json": Path(args.json) if args.json else None},
                   {"--prompts": Path(args.prompts) if args.prompts else None})
@@ -267,9 +294,15 @@ def print_table(report: dict) -> None:
     print("-" * len(head))
     for name, m in report["methods"].items():
         outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
-        print(f"{name:<12}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
+        print(f"{name:<12}{m['ttfs_ms']:>{9 + 12 - max(12, len(name))}.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
               f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
               f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
+    for name, m in report["methods"].items():
+        if m["missed_turns"] and m["continuation_passes_missed"]:
+            print(f"{name}: on {m['missed_turns']} partial/rejected turns NFETFS {m['nfetfs_missed']:.2f}, "
+                  f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
+                  f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
+                  f"positions per pass)")
     if "pass_timing" in report:
         pt = report["pass_timing"]
         verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
@@ -315,7 +348,8 @@ def register(benches) -> None:
     p.add_argument("--limit", type=int, help="use the first N prompts")
     p.add_argument("--speed", type=float, default=600, help="speaking rate, characters per minute")
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
-                   "topk:K, reflection")
+                   "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
+                   "for others, e.g. greedy+jacobi:8, topk:3+jacobi:16:fill")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON")
     p.add_argument("--tts-latency-ms", type=float, default=150,
                    help="TTS time to first audio assumed for the audio latency (no TTS attached)")

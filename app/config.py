@@ -23,6 +23,7 @@ from foresay.engine.asr.streaming import StreamingConfig
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import ListeningMode
 from foresay.engine.llm import LLMConfig
+from foresay.engine.predgen.continuation import ContinuationConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.predgen.verifiers import parse_verifier
 from foresay.engine.tts.espeak import EspeakConfig
@@ -51,9 +52,15 @@ class AppSettings:
 @dataclass(frozen=True)
 class PredGenSettings:
     """enabled: speculate while the user speaks (False: wait for the final transcript).
-    verifier: greedy (lossless) | topk:K | reflection. The rest as in PredGenConfig."""
+    verifier: greedy (lossless) | topk:K | reflection.
+    continuation: how the reply goes on after the final verification when the draft's first
+        sentence did not survive: plain (one token per pass) | jacobi (Jacobi iteration seeded with
+        the stale draft, 16 positions per pass) | jacobi:W (W positions) | jacobi:W:fill (keeps
+        the window full past the draft; for consistency-trained models such as demo-cllm).
+        Lossless either way. The rest as in PredGenConfig."""
     enabled: bool = True
     verifier: str = "greedy"
+    continuation: str = "jacobi"
     max_new_tokens: int = PredGenConfig.max_new_tokens
     max_draft_tokens: int = PredGenConfig.max_draft_tokens
     margin_tokens: int = PredGenConfig.margin_tokens
@@ -61,13 +68,15 @@ class PredGenSettings:
     def __post_init__(self):
         try:
             parse_verifier(self.verifier)
+            ContinuationConfig.parse(self.continuation)
         except ForesayError as exc:
             raise ConfigError(str(exc)) from None
         self.engine_config()  # validates the numbers
 
     def engine_config(self) -> PredGenConfig:
         return PredGenConfig(max_new_tokens=self.max_new_tokens, max_draft_tokens=self.max_draft_tokens,
-                             margin_tokens=self.margin_tokens)
+                             margin_tokens=self.margin_tokens,
+                             continuation=ContinuationConfig.parse(self.continuation))
 
 
 @dataclass(frozen=True)

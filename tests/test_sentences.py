@@ -73,3 +73,23 @@ def test_changing_already_split_text_is_an_error():
     splitter.feed("One. Three")  # the unfinished part may change
     with pytest.raises(ValueError):
         splitter.feed("Uno. Three")
+
+
+def test_abbreviation_before_an_opener_ends_the_sentence():
+    assert [s.text for s in split_sentences("A timer for 5 min. Anything else?")[0]] == [
+        "A timer for 5 min.", "Anything else?"]
+    assert [s.text for s in split_sentences("Ask Dr. Who. He knows.")[0]] == ["Ask Dr. Who.", "He knows."]
+    assert [s.text for s in split_sentences("It ends here . Next one.")[0]] == ["It ends here .", "Next one."]
+
+
+def test_a_late_end_is_capped_as_when_found_token_by_token():
+    config = SplitterConfig(max_chars=60, min_cut_chars=10)
+    text = "alpha beta gamma, delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi. Rho."
+    batch = [s.text for s in split_sentences(text, final=True, config=config)[0]]
+    splitter, got = SentenceSplitter(config), []
+    for i in range(1, len(text) + 1):
+        got += [s.text for s in splitter.feed(text[:i])]
+    got += [s.text for s in splitter.feed(text, final=True)]
+    assert got == batch
+    assert all(len(s) <= 60 for s in batch)
+    assert " ".join(batch).split() == text.split()

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.errors import ForesayError
+from foresay.engine.predgen.continuation import (Continuation, ContinuationConfig, ContinuationStats,
+                                                 make_continuation)
 from foresay.engine.predgen.conversation import Conversation, Prompt
 from foresay.engine.predgen.verifiers import GreedyVerifier, Verifier, VerifyInput
 from foresay.engine.sentences import Sentence, SentenceSplitter, SplitterConfig, first_sentence
@@ -29,12 +31,15 @@ class PredGenConfig:
     tts_latency_s: time a TTS needs for the first sentence's first audio, used for the
         audio-latency figure when no TTS is attached.
     splitter: sentence splitting rules.
+    continuation: how the reply goes on after the final verification (plain steps, or Jacobi
+        iteration seeded with the stale draft); lossless either way.
     """
     max_new_tokens: int = 256
     max_draft_tokens: int = 96
     margin_tokens: int = 4
     tts_latency_s: float = 0.15
     splitter: SplitterConfig = SplitterConfig()
+    continuation: ContinuationConfig = ContinuationConfig()
 
     def __post_init__(self):
         if self.max_new_tokens < 1 or self.max_draft_tokens < 1 or self.margin_tokens < 0:
@@ -71,6 +76,7 @@ class TurnRecord:
     final_accepted: int     # draft tokens kept by the final verification
     overhead_share: float   # share of the final step's wall time spent outside forward passes
     updates: tuple[UpdateRecord, ...] = field(default_factory=tuple)
+    continuation: ContinuationStats | None = None  # the continuation's work up to the first sentence
 
 
 class PredGenTurn:
@@ -97,6 +103,7 @@ class PredGenTurn:
         self._splitter: SentenceSplitter | None = None
         self._sentences: list[Sentence] = []   # split but not yet handed out
         self.sentences: list[Sentence] = []     # handed out, with spans in the reply's text
+        self.continuation: Continuation | None = None  # set by finalize()
         conv.prefill_history()
 
     # --- draft state --------------------------------------------------------------------------
@@ -242,10 +249,14 @@ class PredGenTurn:
         prompt = self.conv.prompt(final_text)
         old_sentence, old_n = self._first_sentence(self.draft, final=self.complete) \
             if self.draft else (None, None)
+        old = self.draft
         if self.prompt is None or prompt.ids != self.prompt.ids:
             kept = self._verify(prompt)
         else:
             kept = len(self.draft)
+        # the rejected tail, past the token the verification corrected: guesses for what follows
+        stale = old[kept + 1:] if kept < len(old) else []
+        self.continuation = make_continuation(self.config.continuation, stale)
         if baseline:
             outcome = "baseline"
         elif old_n is not None and kept >= old_n:
@@ -269,7 +280,7 @@ class PredGenTurn:
             outcome=outcome, ttfs=ttfs, nfetfs=self.lm.stats.passes - passes0,
             audio_latency=audio_latency, first_sentence=first_text, final_accepted=kept,
             overhead_share=max(0.0, (wall - (self.lm.stats.seconds - fwd0)) / wall) if wall > 0 else 0.0,
-            updates=tuple(self.updates))
+            updates=tuple(self.updates), continuation=self.continuation.stats)
         return self.record
 
     def _decode_until_sentence(self) -> Sentence | None:
@@ -284,7 +295,14 @@ class PredGenTurn:
                 return self.sentences[-1]
             if self.complete:
                 return None
-            self._step()
+            self._continue()
+
+    def _continue(self) -> None:
+        """Advance with the turn's continuation strategy (which keeps the cache at prompt + tokens)."""
+        budget = self.config.max_new_tokens - len(self.tokens) - 1
+        step = self.continuation.advance(self.cache, self.tokens, self.pending, budget)
+        self.tokens.extend(step.accepted)
+        self.pending = step.pending
 
     def next_sentence(self) -> Sentence | None:
         """The reply's next sentence (decoding as needed), or None when the reply is done."""

@@ -1,0 +1,269 @@
+"""Fine-tune the demo chat model as a consistency LLM (CLLM, Kou et al. 2024) for PredGen's
+Jacobi continuation.
+
+Data: Jacobi trajectories of the model itself, collected exactly as PredGen runs them. For each
+training request, the model drafts a reply to a cut-off version of it (as it would while the user
+is still speaking), then the full request's greedy reply y* is the fixed point; the final
+verification keeps the common prefix and the Jacobi continuation (`JacobiFromDraft`, window 16,
+unknown positions filled) starts from the stale draft's tail. Every pass's input state becomes one
+training sequence: prompt, the accepted part of y*, then the window as the model saw it.
+
+Loss, one cross-entropy over all labelled tokens of a batch:
+- consistency: every window position is labelled with y*'s token there, so the model learns to
+  map any intermediate Jacobi state to the fixed point in one step (CLLM's global consistency
+  loss, with hard targets);
+- AR: the accepted prefix of y* and, in the same batch, ordinary training dialogues with their
+  reference replies (the base model's own objective), which keeps reply quality.
+
+Runtime code never imports this module; the result is an ordinary model folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example
+from foresay.engine.demo.cli import check_schedule
+from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
+from foresay.engine.demo.train_chat import _batch, _lr_at, _shared_prefix, _step_loss
+from foresay.engine.errors import ForesayError
+
+
+@dataclass(frozen=True)
+class CllmTrainConfig:
+    """seed: data, trajectories and batch order follow from it.
+    dialogues: training dialogues whose last request gives trajectories.
+    window / fill: the Jacobi continuation the trajectories come from (as at inference:
+        `jacobi:16` without fill, `jacobi:16:fill` with it).
+    draft_tokens: how much of the cut-off request's reply serves as the stale draft.
+    steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
+    lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
+    seed: int = 0
+    dialogues: int = 400
+    window: int = 16
+    fill: bool = False
+    draft_tokens: int = 24
+    max_reply: int = 48
+    steps: int = 200
+    batch_size: int = 16
+    lr: float = 3e-4
+    warmup: int = 10
+    weight_decay: float = 0.01
+    threads: int = 1
+    stop_at: int | None = None
+    checkpoint_every: int = 0
+
+    def __post_init__(self):
+        check_schedule("CLLM training", self)
+        if self.dialogues < 1 or self.window < 2 or self.draft_tokens < 1 or self.max_reply < 2:
+            raise ForesayError("CLLM training: dialogues >= 1, window >= 2, draft_tokens >= 1, max_reply >= 2")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _greedy(lm, prompt: list[int], n: int) -> list[int]:
+    from foresay.engine.decoding import greedy_decode
+    from foresay.engine.kv import KVCache
+    ids, _ = greedy_decode(KVCache(lm), prompt, n)
+    return ids
+
+
+def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int], window: int,
+                      fill: bool = False) -> list[tuple[int, list[int]]]:
+    """The Jacobi states PredGen's continuation passes through from `draft` to `target` (y*,
+    greedy): (accepted tokens before the window, window tokens: pending + guesses)."""
+    from foresay.engine.kv import KVCache
+    from foresay.engine.predgen.continuation import FixedWindow, GiveUpWhenSlow, JacobiFromDraft
+
+    kept = 0
+    while kept < min(len(draft), len(target)) and draft[kept] == target[kept]:
+        kept += 1
+    if kept >= len(target) - 1:
+        return []
+    cache = KVCache(lm)
+    cache.append(prompt + target[:kept], keep_logits=1)
+    policy = FixedWindow(window, fill=fill)
+    strategy = JacobiFromDraft(draft[kept + 1:], policy, GiveUpWhenSlow(patience=0))
+    tokens, pending, states = list(target[:kept]), target[kept], []
+    while len(tokens) + 1 < len(target):
+        budget = len(target) - len(tokens) - 1
+        states.append((len(tokens), [pending] + policy.guesses(strategy.guess, pending, budget)))
+        step = strategy.advance(cache, tokens, pending, budget)
+        tokens += step.accepted
+        pending = step.pending
+    if tokens + [pending] != target:
+        raise RuntimeError("a Jacobi trajectory did not reach the greedy reply")
+    return states
+
+
+def state_example(prompt: list[int], target: list[int], accepted: int, window: list[int],
+                  pad_id: int) -> Example:
+    """prompt + y*[:accepted] + window (+ one padding input so the last window row has a label);
+    labels: y* aligned position by position (the fixed point), IGNORE past its end."""
+    ids = prompt + target[:accepted] + window + [pad_id]
+    reply = [target[j] if j < len(target) else IGNORE for j in range(accepted + len(window) + 1)]
+    return Example(ids, [IGNORE] * len(prompt) + reply)
+
+
+def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, rng: random.Random,
+            progress=print) -> tuple[list[Example], dict]:
+    """Training states from each dialogue's last request, and what the trajectories cost:
+    `jacobi_passes` to fix the `tokens_to_fix` tokens after the verification (as many passes as
+    plain steps would need)."""
+    examples, passes, tokens = [], 0, 0
+    pad = encoder.tok.pad_token_id
+    for n, dialogue in enumerate(dialogues):
+        messages = encoder.messages(dialogue)[:-1]
+        user = dialogue.turns[-1].user
+        render = encoder.tok.apply_chat_template
+        prompt = encoder._encode(render(messages, tokenize=False, add_generation_prompt=True))
+        partial = dict(messages[-1], content=truncate_request(user, rng))
+        partial_prompt = encoder._encode(render(messages[:-1] + [partial], tokenize=False,
+                                                add_generation_prompt=True))
+        target = _greedy(lm, prompt, config.max_reply)
+        draft = _greedy(lm, partial_prompt, config.draft_tokens)
+        states = trajectory_states(lm, prompt, draft, target, config.window, config.fill)
+        passes += len(states)
+        tokens += len(target) - 1 - states[0][0] if states else 0
+        # a window of the pending token alone is a plain step: the AR data already cover it
+        examples += [state_example(prompt, target, a, w, pad) for a, w in states if len(w) > 1]
+        if (n + 1) % 200 == 0:
+            progress(f"trajectories: {n + 1}/{len(dialogues)} requests, {len(examples)} states")
+    return examples, {"requests": len(dialogues), "states": len(examples), "jacobi_passes": passes,
+                      "tokens_to_fix": tokens, "passes_per_token": passes / tokens if tokens else None}
+
+
+def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: str,
+               domain: DomainConfig, progress=print) -> dict:
+    """Fine-tune the model in `base` into `out` (saved in float16); returns the statistics."""
+    from foresay.engine.llm import LLMConfig, load_llm
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    lm = load_llm(LLMConfig(model=str(base), device="cpu", dtype="float32", threads=config.threads))
+    tokenizer, model = lm.tokenizer, lm.model
+    encoder = ChatEncoder(tokenizer, system_prompt)
+    prefix = encoder._encode(tokenizer.apply_chat_template(
+        [{"role": "system", "content": system_prompt}], tokenize=False))
+    dialogues = DialogueGenerator(domain, "train").dialogues(config.dialogues)
+    states, data_stats = collect(lm, encoder, config, dialogues, rng, progress)
+    if not states:
+        raise ForesayError("CLLM training: no trajectory had a state to learn from")
+    rng.shuffle(states)
+    ar = encoder.training_examples(DialogueGenerator(DomainConfig(seed=domain.seed + 100), "train")
+                                   .dialogues(config.steps * config.batch_size), 0.3, rng)
+    _shared_prefix(states + ar, prefix)
+    data_seconds = time.perf_counter() - started
+    progress(f"{data_stats['states']} states from {data_stats['requests']} requests in {data_seconds:.0f} s")
+
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
+                                  betas=(0.9, 0.98))
+    prefix_ids = torch.tensor([prefix])
+    losses: list[float] = []
+    last = config.stop_at or config.steps
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save(step: int) -> dict:
+        model.save_pretrained(out, state_dict={k: v.detach().to(torch.float16)
+                                               for k, v in model.state_dict().items()})
+        tokenizer.save_pretrained(out)
+        template = base / "chat_template.jinja"
+        if template.exists():
+            shutil.copy(template, out / template.name)
+        stats = {"config": asdict(config), "domain": asdict(domain), "base_sha256": sha256(base / "model.safetensors"),
+                 "data": data_stats, "steps_done": step,
+                 "final_loss": sum(losses[-25:]) / max(1, len(losses[-25:])),
+                 "data_seconds": round(data_seconds, 1), "seconds": round(time.perf_counter() - started, 1),
+                 "torch": torch.__version__}
+        (out / "training.json").write_text(json.dumps(stats, indent=2))
+        return stats
+
+    for step in range(last):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr_at(step, config)
+        lo = (step * config.batch_size) % max(1, len(states) - config.batch_size + 1)
+        batch = states[lo:lo + config.batch_size] + ar[step * config.batch_size:(step + 1) * config.batch_size]
+        loss = _step_loss(model, prefix_ids, *_batch(batch, len(prefix), tokenizer.pad_token_id))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        if (step + 1) % 25 == 0 or step + 1 == last:
+            progress(f"step {step + 1}/{config.steps}  loss {sum(losses[-25:]) / len(losses[-25:]):.4f}  "
+                     f"{time.perf_counter() - started:.0f} s")
+        if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0 and step + 1 < last:
+            save(step + 1)
+    return save(last)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m foresay.engine.demo.train_cllm --out assets/models/demo-chat-cllm"""
+    import argparse
+    import sys
+
+    from foresay.engine.demo.cli import run
+    from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
+    from foresay.engine.predgen.conversation import default_system_prompt
+
+    root = argparse.ArgumentParser(prog="python -m foresay.engine.demo.train_cllm", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = root.add_subparsers(dest="command", required=True)
+    parser = commands.add_parser("train", help="fine-tune a demo chat model as a CLLM")
+    ev = commands.add_parser("eval", help="Jacobi passes per token after the final verification, on "
+                             "held-out requests drafted from a cut-off version of each")
+    parser.add_argument("--out", required=True, help="folder for the model (e.g. assets/models/demo-chat-cllm)")
+    parser.add_argument("--base", default="demo", help="the model to fine-tune: demo or a folder")
+    ev.add_argument("--model", default="demo", help="demo, demo-cllm or a folder")
+    ev.add_argument("--split", default="test")
+    defaults = CllmTrainConfig()
+    for sub in (parser, ev):
+        for name in ("seed", "dialogues", "window", "draft_tokens", "max_reply", "steps", "batch_size",
+                     "warmup", "threads", "stop_at", "checkpoint_every"):
+            sub.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+        sub.add_argument("--lr", type=float, default=defaults.lr)
+        sub.add_argument("--fill", action="store_true", help="trajectories of jacobi:W:fill")
+        sub.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
+
+    def evaluate(args) -> int:
+        from foresay.engine.llm import LLMConfig, load_llm
+        fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
+        config = CllmTrainConfig(**fields)
+        lm = load_llm(LLMConfig(model=args.model, device="cpu", threads=config.threads))
+        dialogues = DialogueGenerator(DomainConfig(seed=args.data_seed), args.split).dialogues(config.dialogues)
+        _, stats = collect(lm, ChatEncoder(lm.tokenizer, default_system_prompt()), config, dialogues,
+                           random.Random(config.seed), lambda line: print(line, file=sys.stderr, flush=True))
+        print(json.dumps({"model": args.model, "split": args.split, "window": config.window,
+                          "fill": config.fill, **stats}, indent=2))
+        return 0
+
+    ev.set_defaults(func=evaluate)
+
+    def command(args) -> int:
+        fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
+        base = demo_model_dir(args.base, DEMO_CHAT) if args.base in DEMO_CHAT else Path(args.base)
+        stats = train_cllm(CllmTrainConfig(**fields), base, Path(args.out), default_system_prompt(),
+                           DomainConfig(seed=args.data_seed),
+                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+        print(json.dumps(stats, indent=2))
+        return 0
+
+    parser.set_defaults(func=command)
+    return run(root, argv, positive=("dialogues", "steps", "batch_size"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
