@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from foresay.engine.decoding import greedy_decode
+from foresay.engine.decoding import greedy_reply
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
 from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
@@ -34,8 +34,8 @@ def test_trajectories_end_at_the_greedy_reply_and_label_it(demo_lm):
         prompt = demo_lm.encode(render(messages, tokenize=False, add_generation_prompt=True))
         cut = dict(messages[-1], content=truncate_request(dialogue.turns[-1].user, rng))
         partial = demo_lm.encode(render(messages[:-1] + [cut], tokenize=False, add_generation_prompt=True))
-        target, _ = greedy_decode(KVCache(demo_lm), prompt, 48)
-        draft, _ = greedy_decode(KVCache(demo_lm), partial, 24)
+        target, _ = greedy_reply(KVCache(demo_lm), prompt, 48)
+        draft, _ = greedy_reply(KVCache(demo_lm), partial, 24)
         states = trajectory_states(demo_lm, prompt, draft, target, window=8)  # raises unless it converges
         for accepted, window in states:
             assert window[0] == target[accepted] and len(window) <= 8
@@ -59,5 +59,5 @@ def test_the_shipped_cllm_loads_by_name_and_decodes_losslessly():
         turn = PredGenTurn(Conversation(lm), config)
         drive_word_by_word(turn, dialogue.turns[0].user)
         turn.finish()
-        reference, _ = greedy_decode(KVCache(lm), list(turn.prompt.ids), 48)
+        reference, _ = greedy_reply(KVCache(lm), list(turn.prompt.ids), 48)
         assert turn.draft == reference

@@ -3,7 +3,7 @@ stale draft. Both must reproduce plain greedy decoding exactly, and keep the cac
 accepted tokens after every pass."""
 import pytest
 
-from foresay.engine.decoding import greedy_decode
+from foresay.engine.decoding import greedy_reply
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
@@ -130,7 +130,7 @@ def test_jacobi_on_the_demo_model_equals_greedy_with_history(demo_lm):
             turn = PredGenTurn(conv, config)
             drive_word_by_word(turn, turn_text)
             turn.finish()
-            reference, _ = greedy_decode(KVCache(demo_lm), list(turn.prompt.ids), 64)
+            reference, _ = greedy_reply(KVCache(demo_lm), list(turn.prompt.ids), 64)
             assert turn.draft == reference, turn_text  # the end-of-message token included
             ended_inside_guesses += turn.continuation.stats.guessed > 0 and turn.complete
             turn.commit()

@@ -71,9 +71,9 @@ def sha256(path: Path) -> str:
 
 
 def _greedy(lm, prompt: list[int], n: int) -> list[int]:
-    from foresay.engine.decoding import greedy_decode
+    from foresay.engine.decoding import greedy_reply
     from foresay.engine.kv import KVCache
-    ids, _ = greedy_decode(KVCache(lm), prompt, n)
+    ids, _ = greedy_reply(KVCache(lm), prompt, n)
     return ids
 
 

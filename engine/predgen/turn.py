@@ -79,6 +79,29 @@ class TurnRecord:
     continuation: ContinuationStats | None = None  # the continuation's work up to the first sentence
 
 
+@dataclass
+class TurnState:
+    """Everything one turn has speculated and decided, in one place: `reset()` forgets it (the
+    conversation's cache is the caller's to crop). Between calls the draft is explicit: the
+    prompt it belongs to, the draft tokens whose KV is cached after that prompt (`tokens`), and
+    the next draft token, known but not yet run through the model (`pending`)."""
+    prompt: Prompt | None = None
+    tokens: list[int] = field(default_factory=list)
+    pending: int | None = None
+    p_end_of_turn: float | None = None
+    newest_revision: int = -1
+    updates: list[UpdateRecord] = field(default_factory=list)
+    record: TurnRecord | None = None
+    announced: tuple[str, float] | None = None   # (first sentence, clock time) last announced
+    splitter: SentenceSplitter | None = None      # the reply's, from finalize() on
+    unsent: list[Sentence] = field(default_factory=list)     # split, not yet handed out
+    sentences: list[Sentence] = field(default_factory=list)  # handed out, spans in the reply's text
+    continuation: Continuation | None = None      # set by finalize()
+
+    def reset(self) -> None:
+        self.__init__()
+
+
 class PredGenTurn:
     def __init__(self, conv: Conversation, config: PredGenConfig = PredGenConfig(),
                  verifier: Verifier | None = None,
@@ -92,30 +115,43 @@ class PredGenTurn:
         self.on_first_sentence = on_first_sentence
         self.clock = clock
         self.turn_id = turn_id
-        self.prompt: Prompt | None = None
-        self.tokens: list[int] = []
-        self.pending: int | None = None
-        self.p_end_of_turn: float | None = None
-        self.newest_revision = -1
-        self.updates: list[UpdateRecord] = []
-        self.record: TurnRecord | None = None
-        self._announced: tuple[str, float] | None = None  # (first sentence, clock time)
-        self._splitter: SentenceSplitter | None = None
-        self._sentences: list[Sentence] = []   # split but not yet handed out
-        self.sentences: list[Sentence] = []     # handed out, with spans in the reply's text
-        self.continuation: Continuation | None = None  # set by finalize()
+        self.state = TurnState()
         conv.prefill_history()
 
     # --- draft state --------------------------------------------------------------------------
 
     @property
+    def prompt(self) -> Prompt | None:
+        return self.state.prompt
+
+    @property
+    def record(self) -> TurnRecord | None:
+        return self.state.record
+
+    @property
+    def sentences(self) -> list[Sentence]:
+        return self.state.sentences
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.state.tokens
+
+    @property
+    def updates(self) -> list[UpdateRecord]:
+        return self.state.updates
+
+    @property
+    def continuation(self) -> Continuation | None:
+        return self.state.continuation
+
+    @property
     def draft(self) -> list[int]:
-        return self.tokens + ([self.pending] if self.pending is not None else [])
+        return self.state.tokens + ([self.state.pending] if self.state.pending is not None else [])
 
     @property
     def complete(self) -> bool:
         """The reply has ended (end-of-message drafted, or the length limit reached)."""
-        return self.pending in self.lm.eos_ids or len(self.draft) >= self.config.max_new_tokens
+        return self.state.pending in self.lm.eos_ids or len(self.draft) >= self.config.max_new_tokens
 
     def draft_text(self) -> str:
         return self.lm.decode(self.draft)
@@ -154,25 +190,25 @@ class PredGenTurn:
         rows = logits[first_draft_row - start:]
         if prompt.end_of_message is not None:
             row = logits[prompt.end_of_message - 1 - start]
-            self.p_end_of_turn = torch.softmax(row, -1)[prompt.ids[prompt.end_of_message]].item()
+            self.state.p_end_of_turn = torch.softmax(row, -1)[prompt.ids[prompt.end_of_message]].item()
         sentence, n_sentence = self._first_sentence(draft, final=self.complete) if draft else (None, None)
         kept = self.verifier.accept(VerifyInput(
             draft, rows, prompt.user_text, sentence.text if sentence else None, n_sentence))
-        self.prompt = prompt
+        self.state.prompt = prompt
         if kept == len(draft) and draft and draft[-1] in self.lm.eos_ids:
-            self.tokens, self.pending = draft[:-1], draft[-1]
+            self.state.tokens, self.state.pending = draft[:-1], draft[-1]
         elif kept == len(draft):
-            self.tokens, self.pending = draft, int(rows[kept].argmax())
+            self.state.tokens, self.state.pending = draft, int(rows[kept].argmax())
         else:
-            self.tokens, self.pending = draft[:kept], int(rows[kept].argmax())
-        self.cache.crop(len(prompt.ids) + len(self.tokens))
+            self.state.tokens, self.state.pending = draft[:kept], int(rows[kept].argmax())
+        self.cache.crop(len(prompt.ids) + len(self.state.tokens))
         return kept
 
     def _step(self) -> None:
         """Run the pending token; the argmax after it becomes the new pending token."""
-        logits = self.cache.append([self.pending], keep_logits=1)
-        self.tokens.append(self.pending)
-        self.pending = int(logits[-1].argmax())
+        logits = self.cache.append([self.state.pending], keep_logits=1)
+        self.state.tokens.append(self.state.pending)
+        self.state.pending = int(logits[-1].argmax())
 
     def _speculation_done(self) -> bool:
         if self.complete or len(self.draft) >= self.config.max_draft_tokens:
@@ -182,8 +218,8 @@ class PredGenTurn:
 
     def _announce_first_sentence(self, revision: int, final: bool = False) -> Sentence | None:
         sentence, _ = self._first_sentence(self.draft, final=final or self.complete)
-        if sentence and (self._announced is None or self._announced[0] != sentence.text):
-            self._announced = (sentence.text, self.clock())
+        if sentence and (self.state.announced is None or self.state.announced[0] != sentence.text):
+            self.state.announced = (sentence.text, self.clock())
             if self.on_first_sentence:
                 self.on_first_sentence(sentence.text, revision)
         return sentence
@@ -192,8 +228,8 @@ class PredGenTurn:
 
     def announce(self, revision: int) -> None:
         """A newer partial exists (safe from another thread): work on older ones stops early."""
-        if revision > self.newest_revision:
-            self.newest_revision = revision
+        if revision > self.state.newest_revision:
+            self.state.newest_revision = revision
 
     def adopt_draft(self, partial_text: str, draft_ids: list[int]) -> None:
         """Take a draft made elsewhere (another engine, an earlier turn) as the draft for
@@ -205,7 +241,7 @@ class PredGenTurn:
         self.cache.crop(self.cache.sync_start(ids))
         if len(self.cache) < len(ids):
             self.cache.append(ids[len(self.cache):], keep_logits=1)
-        self.prompt, self.tokens, self.pending = prompt, list(draft_ids[:-1]), draft_ids[-1]
+        self.state.prompt, self.state.tokens, self.state.pending = prompt, list(draft_ids[:-1]), draft_ids[-1]
 
     def update(self, partial_text: str, revision: int,
                should_stop: Callable[[], bool] | None = None) -> UpdateRecord:
@@ -217,24 +253,24 @@ class PredGenTurn:
         passes0 = self.lm.stats.passes
         old = self.draft
         before = len(old)
-        if revision < self.newest_revision or not partial_text.strip():
-            record = UpdateRecord(revision, False, revision < self.newest_revision, 0, before, before,
-                                  0, self.p_end_of_turn, self.draft_text())
-            self.updates.append(record)
+        if revision < self.state.newest_revision or not partial_text.strip():
+            record = UpdateRecord(revision, False, revision < self.state.newest_revision, 0, before, before,
+                                  0, self.state.p_end_of_turn, self.draft_text())
+            self.state.updates.append(record)
             return record
         self.announce(revision)
         prompt = self.conv.prompt(partial_text)
-        verified = self.prompt is None or prompt.ids != self.prompt.ids
+        verified = self.state.prompt is None or prompt.ids != self.state.prompt.ids
         accepted = self._verify(prompt) if verified else before
         stop = should_stop or (lambda: False)
-        while not self._speculation_done() and not stop() and self.newest_revision == revision:
+        while not self._speculation_done() and not stop() and self.state.newest_revision == revision:
             self._step()
         self._announce_first_sentence(revision)
         draft, decode = self.draft, self.lm.decode
         record = UpdateRecord(revision, verified, False, accepted, before, len(draft),
-                              self.lm.stats.passes - passes0, self.p_end_of_turn, decode(draft),
+                              self.lm.stats.passes - passes0, self.state.p_end_of_turn, decode(draft),
                               decode(old[:accepted]), decode(old[accepted:]), decode(draft[accepted:]))
-        self.updates.append(record)
+        self.state.updates.append(record)
         return record
 
     def finalize(self, final_text: str, arrived_at: float | None = None,
@@ -250,63 +286,63 @@ class PredGenTurn:
         old_sentence, old_n = self._first_sentence(self.draft, final=self.complete) \
             if self.draft else (None, None)
         old = self.draft
-        if self.prompt is None or prompt.ids != self.prompt.ids:
+        if self.state.prompt is None or prompt.ids != self.state.prompt.ids:
             kept = self._verify(prompt)
         else:
             kept = len(self.draft)
         # the rejected tail, past the token the verification corrected: guesses for what follows
         stale = old[kept + 1:] if kept < len(old) else []
-        self.continuation = make_continuation(self.config.continuation, stale)
+        self.state.continuation = make_continuation(self.config.continuation, stale)
         if baseline:
             outcome = "baseline"
         elif old_n is not None and kept >= old_n:
             outcome = "accepted"
         else:
             outcome = "partial" if kept > 0 else "rejected"
-        self._splitter = SentenceSplitter(self.config.splitter)
+        self.state.splitter = SentenceSplitter(self.config.splitter)
         first = self._decode_until_sentence()
         fixed_at = self.clock()
         wall = time.perf_counter() - wall0
         ttfs = fixed_at - arrived_at
         first_text = first.text if first else ""
         if first:
-            self._announce_first_sentence(self.newest_revision, final=True)
-        if self._announced and self._announced[0] == first_text:
-            audio_ready = self._announced[1] + self.config.tts_latency_s
+            self._announce_first_sentence(self.state.newest_revision, final=True)
+        if self.state.announced and self.state.announced[0] == first_text:
+            audio_ready = self.state.announced[1] + self.config.tts_latency_s
             audio_latency = max(ttfs, audio_ready - arrived_at)
         else:
             audio_latency = ttfs + self.config.tts_latency_s
-        self.record = TurnRecord(
+        self.state.record = TurnRecord(
             outcome=outcome, ttfs=ttfs, nfetfs=self.lm.stats.passes - passes0,
             audio_latency=audio_latency, first_sentence=first_text, final_accepted=kept,
             overhead_share=max(0.0, (wall - (self.lm.stats.seconds - fwd0)) / wall) if wall > 0 else 0.0,
-            updates=tuple(self.updates), continuation=self.continuation.stats)
-        return self.record
+            updates=tuple(self.state.updates), continuation=self.state.continuation.stats)
+        return self.state.record
 
     def _decode_until_sentence(self) -> Sentence | None:
         while True:
-            if not self._sentences:
+            if not self.state.unsent:
                 text = self.lm.decode(self.reply_ids())
                 if not self.complete:
                     text = text.rstrip("\ufffd")  # a character whose bytes are still arriving
-                self._sentences.extend(self._splitter.feed(text, final=self.complete))
-            if self._sentences:
-                self.sentences.append(self._sentences.pop(0))
-                return self.sentences[-1]
+                self.state.unsent.extend(self.state.splitter.feed(text, final=self.complete))
+            if self.state.unsent:
+                self.state.sentences.append(self.state.unsent.pop(0))
+                return self.state.sentences[-1]
             if self.complete:
                 return None
             self._continue()
 
     def _continue(self) -> None:
         """Advance with the turn's continuation strategy (which keeps the cache at prompt + tokens)."""
-        budget = self.config.max_new_tokens - len(self.tokens) - 1
-        step = self.continuation.advance(self.cache, self.tokens, self.pending, budget)
-        self.tokens.extend(step.accepted)
-        self.pending = step.pending
+        budget = self.config.max_new_tokens - len(self.state.tokens) - 1
+        step = self.state.continuation.advance(self.cache, self.state.tokens, self.state.pending, budget)
+        self.state.tokens.extend(step.accepted)
+        self.state.pending = step.pending
 
     def next_sentence(self) -> Sentence | None:
         """The reply's next sentence (decoding as needed), or None when the reply is done."""
-        if self._splitter is None:
+        if self.state.splitter is None:
             raise ForesayError("next_sentence() needs finalize() first")
         return self._decode_until_sentence()
 
@@ -322,9 +358,9 @@ class PredGenTurn:
 
     def commit(self, heard_chars: int | None = None) -> str:
         """Enter the turn into the conversation history, the reply only as far as it was heard."""
-        if self.prompt is None:
+        if self.state.prompt is None:
             raise ForesayError("commit() needs finalize() first")
         ids = self.reply_ids()
         if heard_chars is not None:
             ids = ids[:self._tokens_covering(ids, heard_chars)]
-        return self.conv.commit_turn(self.prompt, ids)
+        return self.conv.commit_turn(self.state.prompt, ids)
