@@ -30,6 +30,35 @@ class TurnEnded(Event):
 
 
 @dataclass(frozen=True)
+class VoicePaused(Event):
+    """The voice stopped inside an open turn: `pause` of silence at `t` after the last voiced frame
+    at `last_voiced_t`. The turn may go on; a transcript of all audio so far can be made now."""
+    last_voiced_t: float = 0.0
+
+
+@dataclass(frozen=True)
+class VoiceResumed(Event):
+    """Voice again at `t` inside an open turn after a `VoicePaused`: work on the paused audio is stale."""
+
+
+@dataclass(frozen=True)
+class TurnResumed(Event):
+    """The user spoke again at `t` (first voiced frame) within the recovery window after the end
+    declared at `ended_t`: the SAME turn goes on, its audio continues without a gap."""
+    ended_t: float = 0.0
+
+
+@dataclass(frozen=True)
+class EndOfTurnEstimate(Event):
+    """What the end-of-turn decision rests on (emitted when it changes inside an open turn):
+    `p_end_of_turn` (None: no current estimate), the silence it asks for, and `verdict` in words
+    ("listening", "sounds finished", "sounds unfinished", "unsure")."""
+    p_end_of_turn: float | None = None
+    wait_s: float = 0.0
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
 class Interrupt(Event):
     """The user spoke over the assistant (barge-in)."""
 

@@ -34,7 +34,8 @@ def cmd_train(args) -> int:
 
     config = ChatTrainConfig(seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                              warmup=args.warmup,
-                             truncate_prob=args.truncate_prob, threads=args.threads, stop_at=args.stop_at,
+                             truncate_prob=args.truncate_prob, end_of_message=not args.no_end_of_message,
+                             unpunctuated_prob=args.unpunctuated_prob, threads=args.threads, stop_at=args.stop_at,
                              checkpoint_every=args.checkpoint_every)
     stats = train_chat(config, Path(args.out), default_system_prompt(), _domain(args),
                        progress=lambda line: print(line, file=sys.stderr, flush=True),
@@ -83,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "tokenizer); pass another --data-seed so it sees new dialogues")
     train.add_argument("--truncate-prob", type=float, default=0.3,
                        help="share of dialogues whose last user turn is cut off")
+    train.add_argument("--no-end-of-message", action="store_true",
+                       help="do not learn where a user message ends (the recipe before P(end of turn))")
+    train.add_argument("--unpunctuated-prob", type=float, default=0.25,
+                       help="share of whole last requests trained without their final punctuation")
     train.add_argument("--threads", type=int, default=2)
     train.add_argument("--stop-at", type=int, help="stop after N steps of the --steps schedule")
     train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
