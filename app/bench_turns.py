@@ -218,14 +218,42 @@ async def bench(settings: Settings, recordings: list[Recording], realtime: bool 
     return score(recordings, observed), observed
 
 
+def bench_decision(settings: Settings, recordings: list[Recording], progress=None,
+                   estimate_s: float | None = None) -> tuple[dict, list[Observed]]:
+    """The endpointer and the end-of-turn decision alone, fed as issue 13's pipeline will feed
+    them (see `turn_decision`); models are loaded once."""
+    from foresay.app.turn_decision import PausedTurnDriver
+    from foresay.audio.files import load_audio
+    from foresay.engine.asr import build_backend
+    from foresay.engine.llm import load_llm
+
+    driver = PausedTurnDriver(settings, load_llm(settings.llm), build_backend(settings.asr), estimate_s)
+    driver.warmup()
+    observed = []
+    for i, rec in enumerate(recordings):
+        samples, _ = load_audio(rec.audio)
+        observed.append(driver.run(samples))
+        if progress:
+            progress(f"{i + 1}/{len(recordings)} {rec.audio.name}")
+    report = score(recordings, observed)
+    report.update(asr_final_ms=_stats(driver.final_ms), voice_to_voice_ms=_stats([]),
+                  speculative_ms=_stats(driver.speculative_ms))
+    return report, observed
+
+
 def run_bench_turns(args) -> int:
     settings = settings_from(args)
     recordings = read_set(Path(args.truth_set))
-    report, _ = asyncio.run(bench(settings, recordings, realtime=not args.fast,
-                                  progress=lambda line: print(line, file=sys.stderr, flush=True)))
-    if args.fast:
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.decision_only:
+        estimate = None if args.estimate_ms is None else args.estimate_ms / 1000
+        report, _ = bench_decision(settings, recordings, progress, estimate)
+    else:
+        report, _ = asyncio.run(bench(settings, recordings, realtime=not args.fast, progress=progress))
+    if args.fast and not args.decision_only:
         report.update(asr_final_ms=_stats([]), voice_to_voice_ms=_stats([]))
-    report = {"set": str(args.truth_set), "profile": settings.app.profile, "paced": not args.fast, **report}
+    report = {"set": str(args.truth_set), "profile": settings.app.profile,
+              "mode": "decision-only" if args.decision_only else "paced" if not args.fast else "unpaced", **report}
     print(json.dumps(report, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
@@ -238,6 +266,12 @@ def register(benches) -> None:
                    '[{"start_s": .., "end_s": .., "text": ".."}]}, paths relative to the file')
     p.add_argument("--fast", action="store_true",
                    help="do not pace the recordings in real time (the times then mean little)")
+    p.add_argument("--decision-only", action="store_true",
+                   help="the endpointer and end-of-turn decision alone, with the transcript at each pause "
+                        "and its P(end of turn) computed as issue 13's pipeline will (no replies)")
+    p.add_argument("--estimate-ms", type=float, metavar="MS",
+                   help="with --decision-only: the silence's work (final + verification) reaches the policy "
+                        "this long after the pause (default: as long as it took on this machine)")
     p.add_argument("--json", metavar="OUT")
     add_settings_arguments(p)
     p.set_defaults(func=run_bench_turns)

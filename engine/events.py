@@ -82,6 +82,17 @@ class FinalTranscript(Event):
     text: str = ""
 
 
+@dataclass(frozen=True)
+class PausedTranscript(Event):
+    """The transcript of all audio up to a voice pause, through its last word (nothing is held
+    back as still growing): `StreamingTranscriber.preview_final()`, the final transcript if the
+    turn ends in this silence. PredGen verifies it speculatively; its P(end of turn) goes to the
+    end-of-turn decision with `revision` and `audio_until_t` (capture time of the last sample heard)."""
+    revision: int = 0
+    text: str = ""
+    audio_until_t: float = 0.0
+
+
 # --- LLM / PredGen -------------------------------------------------------------------------
 
 @dataclass(frozen=True)

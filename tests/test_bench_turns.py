@@ -59,19 +59,26 @@ def test_pauses_go_where_the_words_so_far_are_not_a_whole_request():
         assert k is not None and "Set a timer for 5 minutes".split() != "Set a timer for 5 minutes for the pasta.".split()[:k]
 
 
-def test_bench_turns_replays_a_set_through_the_live_path(tmp_path, capsys):
-    """A complete request and one with a pause longer than a fixed 0.35 s hangover: the pause is
-    cut off, the user goes on within the recovery window, and the same turn resumes."""
-    complete = read_set(build_set(tmp_path / "c", 1))
-    paused_path = build_set(tmp_path / "p", 1, pause=(0.7, 0.7))
-    both = tmp_path / "both.jsonl"
-    lines = [json.loads(p.read_text()) for p in (tmp_path / "c" / "set.jsonl", paused_path)]
+@pytest.fixture(scope="module")
+def two_recordings(tmp_path_factory):
+    """A complete request, and one with a 0.7 s pause inside it, as one set."""
+    tmp = tmp_path_factory.mktemp("turns")
+    build_set(tmp / "c", 1)
+    build_set(tmp / "p", 1, pause=(0.7, 0.7))
+    lines = [json.loads((tmp / d / "set.jsonl").read_text()) for d in ("c", "p")]
     lines[0]["audio"], lines[1]["audio"] = "c/" + lines[0]["audio"], "p/" + lines[1]["audio"]
+    both = tmp / "both.jsonl"
     both.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    truth = complete[0].turns[0]
+    return both
+
+
+def test_bench_turns_replays_a_set_through_the_live_path(two_recordings, tmp_path):
+    """With a fixed 0.35 s hangover the pause is cut off, the user goes on within the recovery
+    window, and the same turn resumes."""
+    truth = read_set(two_recordings)[0].turns[0]
     assert 0.5 <= truth.end_s - truth.start_s <= 5
     out = tmp_path / "report.json"
-    assert main(["bench", "turns", str(both), "--profile", "demo", "--fast", "--json", str(out),
+    assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--fast", "--json", str(out),
                  "--set", "app.adaptive_endpointing=false", "--set", "audio.fixed_hangover_s=0.35"]) == 0
     report = json.loads(out.read_text())
     assert set(report) >= {"turns_expected", "turns_found", "premature_cutoffs", "resumed", "endpoint_delay_ms",
@@ -82,3 +89,15 @@ def test_bench_turns_replays_a_set_through_the_live_path(tmp_path, capsys):
     # before the truth end (its quiet tail); unpaced, the wall-clock figures are not reported
     assert 150 <= report["endpoint_delay_ms"]["median"] <= 400
     assert report["asr_final_ms"]["median"] is None and report["voice_to_voice_ms"]["median"] is None
+
+
+def test_the_decision_alone_recovers_every_cutoff_and_loses_no_word(two_recordings, tmp_path):
+    """The endpointer and the decision fed as the pipeline is to feed them: the transcript at the
+    pause through its last word, its P(end of turn) from PredGen's verification. Whatever the
+    model estimates, a cut-off request resumes as the same turn and its words all arrive."""
+    out = tmp_path / "decision.json"
+    assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--decision-only",
+                 "--estimate-ms", "60", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["turns_found"] == 2 and report["premature_cutoffs"] == report["premature_recovered"]
+    assert report["wer"] <= 0.2 and report["speculative_ms"]["median"] is not None
