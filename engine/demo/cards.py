@@ -169,14 +169,18 @@ def chat_card(folder: Path, note: str, first_stage_test: str = "") -> str:
     lines = (f"{scores['exact']}/{scores['turns']} held-out test requests answered exactly right with the "
              f"full prompt: **{100 * scores['accuracy']:.1f}%** (gate: 90%; by kind of novelty: {kinds}).")
     earlier = stats.get("continued_from")
+    def threads(command: str, run: dict) -> str:  # CPU threads change the floating-point sums
+        return command + f" --threads {run['config']['threads']}"
+
     if earlier is None:
-        command, stages = CHAT_TRAIN_COMMAND, _chat_stage(stats) + "."
+        command, stages = threads(CHAT_TRAIN_COMMAND, stats), _chat_stage(stats) + "."
         data = f"{stats['train_dialogues']:,} training dialogues (seed {stats['domain']['seed']})"
     else:
         config = stats["config"]
-        command = CHAT_TRAIN_COMMAND.replace("assets/models/demo-chat", "/tmp/demo-chat-stage1") + "\n" + \
-            CHAT_RESUME_COMMAND.format(first="/tmp/demo-chat-stage1", data_seed=stats["domain"]["seed"],
-                                       steps=config["steps"], lr=config["lr"], warmup=config["warmup"])
+        command = threads(CHAT_TRAIN_COMMAND.replace("assets/models/demo-chat", "/tmp/demo-chat-stage1"), earlier) + \
+            "\n" + threads(CHAT_RESUME_COMMAND.format(
+                first="/tmp/demo-chat-stage1", data_seed=stats["domain"]["seed"], steps=config["steps"],
+                lr=config["lr"], warmup=config["warmup"]), stats)
         stages = (f"Two stages: (1) {_chat_stage(earlier)}; (2) continued on new dialogues: "
                   f"{_chat_stage(stats)}. {first_stage_test}")
         data = (f"{earlier['train_dialogues']:,} + {stats['train_dialogues']:,} training dialogues (domain seeds "
