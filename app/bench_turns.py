@@ -136,7 +136,7 @@ def _stats(values: list[float]) -> dict:
 def score(recordings: list[Recording], observed: list[Observed]) -> dict:
     """The set's figures (see the module docstring) from what each replay did."""
     totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "edits": 0, "words": 0}
-    delays, finals_ms, v2v = [], [], []
+    delays, finals_ms, v2v, details = [], [], [], []
     for rec, obs in zip(recordings, observed):
         last_end = {}
         for turn_id, t, last_voiced in obs.ends:
@@ -174,11 +174,16 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
         hyp = [w for turn_id in sorted(last_final) for w in _words(last_final[turn_id])]
         totals["edits"] += _edits(ref, hyp)
         totals["words"] += len(ref)
+        details.append({"audio": rec.audio.name, "truth_end_s": [t.end_s for t in rec.turns],
+                        "ends": [(tid, round(t, 3), round(lv, 3)) for tid, t, lv in obs.ends],
+                        "resumed": [(tid, round(t, 3)) for tid, t in obs.resumed],
+                        "heard": [last_final[tid] for tid in sorted(last_final)]})
     return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
             "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],
             "resumed": totals["resumed"], "endpoint_delay_ms": _stats(delays), "asr_final_ms": _stats(finals_ms),
             "voice_to_voice_ms": _stats(v2v),
-            "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None}
+            "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None,
+            "recordings": details}
 
 
 @contextmanager

@@ -42,7 +42,7 @@ class TurnEndConfig:
     """
     complete_p: float = 0.5
     incomplete_p: float = 0.05
-    complete_s: float = 0.15
+    complete_s: float = 0.25
     incomplete_s: float = 1.0
     no_estimate_s: float = 0.6
     min_silence_s: float = 0.1
