@@ -154,7 +154,7 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
         for turn_id, t, _ in obs.ends:
             if turn_id in owner and t < rec.turns[owner[turn_id]].end_s:
                 totals["premature"] += 1
-                totals["recovered"] += any(r == turn_id and rt > t for r, rt in resumed_after)
+                totals["recovered"] += any(r == turn_id and rt >= t for r, rt in resumed_after)
         for j, truth in enumerate(rec.turns):
             mine = [tid for tid, k in owner.items() if k == j]
             if not mine:

@@ -61,7 +61,8 @@ class EndpointerConfig:
     max_turn_s: float = 60.0     # a turn is ended after this long, paused or not
     energy_margin_db: float = 10.0  # a voiced frame must also be this far above the noise
                                  # floor (0 disables); trims the VAD's own overhang
-    pause_ms: int = 60           # silence after voice that makes a VoicePaused event
+    pause_ms: int = 150          # silence after voice that makes a VoicePaused event (as long as
+                                 # tail_ms: the transcript then hears the tail the final keeps)
     resume_window_s: float = 1.0  # voice this soon after an end declared by silence reopens
                                  # that turn (0 disables)
     mode: Mode = Mode.HANDS_FREE

@@ -19,7 +19,7 @@ from foresay.engine.events import (EndOfTurnEstimate, SpeechStarted, TurnEnded, 
 
 T0 = 100.0
 FRAME = 0.030
-CONFIG = TurnEndConfig(complete_s=0.15, incomplete_s=1.0, no_estimate_s=0.6)
+CONFIG = TurnEndConfig(complete_s=0.25, incomplete_s=1.0, no_estimate_s=0.6)
 
 
 def run(x, p_at_pause=None, config=EndpointerConfig(), policy=None, stale=False):
@@ -76,7 +76,7 @@ def test_a_complete_request_ends_fast_and_a_cut_one_waits(request_clip):
 def test_voice_pauses_are_reported_once_per_pause_and_estimates_in_words(request_clip):
     _, events = run(request_clip.samples, lambda n: 0.97)
     paused = [e for e in events if isinstance(e, VoicePaused)]
-    assert paused and all(p.t - p.last_voiced_t == pytest.approx(0.06, abs=FRAME) for p in paused)
+    assert paused and all(p.t - p.last_voiced_t == pytest.approx(0.15, abs=FRAME) for p in paused)
     # every pause but the last is followed by voice again, inside the same turn
     assert len([e for e in events if isinstance(e, VoiceResumed)]) == len(paused) - 1
     verdicts = [e.verdict for e in events if isinstance(e, EndOfTurnEstimate)]
