@@ -4,9 +4,11 @@
 
 - the newest P(end of turn) for this turn, from PredGen's verification pass over the newest
   transcript (`update(p, turn_id, revision=, audio_until_t=)`). An estimate counts only for the
-  turn it names, a newer revision supersedes an older one, and an estimate whose transcript did
-  not hear all the voiced audio so far (`audio_until_t` before the last voiced frame) is stale:
-  the words after it may change the answer, so the decision falls back to `no_estimate_s`;
+  turn it names, a newer revision supersedes an older one, and an estimate counts only when its
+  transcript heard all the voiced audio so far (`audio_until_t` at or after the last voiced
+  frame): the words after it may change the answer, and an estimate that does not say what it
+  heard (a partial's, whose prompt leaves out a last word that may still grow) is not known to be
+  current. Without a current estimate the decision waits `no_estimate_s`;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
   its own probability that the turn has ended (a prosody cue, a small audio turn model). They are
@@ -127,9 +129,8 @@ class TurnEndDecision(HangoverPolicy):
     def current_p(self) -> float | None:
         """The combined P(end of turn) of the current estimate and the cues (None: no opinion)."""
         terms = []
-        fresh = self._p_llm is not None and (
-            self._heard_until is None or self._last_voiced_t is None
-            or self._heard_until >= self._last_voiced_t - 0.02)
+        fresh = self._p_llm is not None and self._heard_until is not None and (
+            self._last_voiced_t is None or self._heard_until >= self._last_voiced_t - 0.02)
         if fresh:
             terms.append((self.config.llm_weight, _logit(self._p_llm)))
         for cue in self.cues:

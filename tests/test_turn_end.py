@@ -147,21 +147,23 @@ def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_es
     policy = TurnEndDecision(CONFIG)
     policy.begin_turn(3)
     assert policy.view().verdict == "listening" and policy.hangover_s() == CONFIG.no_estimate_s
-    policy.update(0.9, 4)                 # another turn's estimate
+    policy.update(0.9, 4, audio_until_t=1.0)   # another turn's estimate
     assert policy.view().p_end_of_turn is None
-    policy.update(0.9, 3, revision=5)
+    policy.update(0.9, 3)                        # says nothing of what it heard: not current
+    assert policy.view().p_end_of_turn is None
+    policy.update(0.9, 3, revision=5, audio_until_t=1.0)
     assert policy.view().verdict == "sounds finished" and policy.hangover_s() == CONFIG.complete_s
-    policy.update(0.01, 3, revision=4)    # older than the newest revision: ignored
+    policy.update(0.01, 3, revision=4, audio_until_t=1.0)    # older than the newest revision: ignored
     assert policy.hangover_s() == CONFIG.complete_s
-    policy.update(0.01, 3, revision=6)
+    policy.update(0.01, 3, revision=6, audio_until_t=1.0)
     assert policy.view().verdict == "sounds unfinished" and policy.hangover_s() == CONFIG.incomplete_s
-    policy.update(0.2, 3, revision=7)
+    policy.update(0.2, 3, revision=7, audio_until_t=1.0)
     assert policy.view().verdict == "unsure" and CONFIG.complete_s < policy.hangover_s() < CONFIG.incomplete_s
     # a cue alone decides when the LLM has no estimate; with equal weights they meet in log-odds
     cued = TurnEndDecision(CONFIG, cues=(ConstantCue(0.9),))
     cued.begin_turn(1)
     assert cued.view().p_end_of_turn == pytest.approx(0.9)
-    cued.update(0.1, 1)
+    cued.update(0.1, 1, audio_until_t=1.0)
     assert cued.view().p_end_of_turn == pytest.approx(0.5)
     with pytest.raises(ValueError):
         TurnEndConfig(complete_p=0.2, incomplete_p=0.5)
