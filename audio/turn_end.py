@@ -46,7 +46,7 @@ class TurnEndConfig:
     incomplete_p: float = 0.05
     complete_s: float = 0.25
     incomplete_s: float = 1.0
-    no_estimate_s: float = 0.6
+    no_estimate_s: float = 0.8
     min_silence_s: float = 0.1
     llm_weight: float = 1.0
 
