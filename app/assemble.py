@@ -22,14 +22,11 @@ def make_endpointer(settings: Settings):
     from dataclasses import replace
 
     from foresay.audio.endpoint import Endpointer
-    from foresay.audio.hangover import AdaptiveHangover, FixedHangover
     from foresay.audio.vad import make_vad
 
     audio = settings.audio
-    policy = AdaptiveHangover(audio.hangover) if settings.app.adaptive_endpointing \
-        else FixedHangover(audio.fixed_hangover_s)
     config = replace(audio.endpointer, mode=settings.app.mode)
-    return Endpointer(make_vad(audio.vad), config, policy=policy)
+    return Endpointer(make_vad(audio.vad), config, policy=audio.turn_policy(settings.app.adaptive_endpointing))
 
 
 def share_cores(settings: Settings) -> None:

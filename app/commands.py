@@ -82,10 +82,11 @@ class MetricsWriter:
         self.file.close()
 
 
-async def replay(settings: Settings, audio: Path, out: Path | None, observers=(), realtime: bool = True
-                 ) -> list[dict]:
+async def replay(settings: Settings, audio: Path, out: Path | None, observers=(), realtime: bool = True,
+                 on_source=None) -> list[dict]:
     """The whole pipeline on a recording, paced on the audio clock like live; the spoken reply
-    goes to `out` (a WAV). Returns the per-turn metrics."""
+    goes to `out` (a WAV). Returns the per-turn metrics. `on_source(source)` is called with the
+    FileSource before it plays (its `t0` maps event times back onto the recording)."""
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
     from foresay.audio.playback import WavSink
@@ -94,8 +95,10 @@ async def replay(settings: Settings, audio: Path, out: Path | None, observers=()
         raise ForesayError(f"recording {audio} does not exist")
     with tempfile.TemporaryDirectory() as tmp:
         target = out or Path(tmp) / "reply.wav"
-        tail = settings.audio.hangover.max_s + settings.audio.fixed_hangover_s + 0.5
+        tail = settings.audio.longest_wait_s() + settings.audio.fixed_hangover_s + 0.5
         source = FileSource(audio, realtime=realtime, pad_s=tail)
+        if on_source is not None:
+            on_source(source)
         sink = WavSink(target, realtime=realtime)
         pipeline = await build_pipeline(settings, source, sink, list(observers), wait_for_replies=not realtime)
         try:

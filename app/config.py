@@ -15,7 +15,8 @@ from foresay.app.settings import ConfigError, build, merge, parse_override
 from foresay.audio.bargein import BargeInConfig
 from foresay.audio.capture import MicConfig
 from foresay.audio.endpoint import EndpointerConfig
-from foresay.audio.hangover import AdaptiveHangoverConfig
+from foresay.audio.hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, HangoverPolicy
+from foresay.audio.turn_end import TurnEndConfig, TurnEndDecision
 from foresay.audio.playback import PlaybackConfig
 from foresay.audio.vad import VadConfig
 from foresay.engine.asr.factory import AsrConfig
@@ -97,7 +98,9 @@ class TtsSettings:
 @dataclass(frozen=True)
 class AudioSettings:
     """input_device / output_device: index or (part of) a name; None: the system default.
-    hangover: the adaptive endpointing bounds; fixed_hangover_s: the hangover when not adaptive.
+    end_of_turn: with [app] adaptive_endpointing, "decision" (the end-of-turn decision, thresholds
+    in `turn_end`) or "hangover" (the older adaptive hangover, bounds in `hangover`);
+    fixed_hangover_s: the hangover when not adaptive.
     barge_in: let the user interrupt a reply by speaking; echo_canceller: auto | webrtc | none.
     The endpointer's mode comes from [app] mode."""
     input_device: str | None = None
@@ -106,6 +109,8 @@ class AudioSettings:
     playback: PlaybackConfig = field(default_factory=PlaybackConfig)
     vad: VadConfig = field(default_factory=VadConfig)
     endpointer: EndpointerConfig = field(default_factory=EndpointerConfig)
+    end_of_turn: str = "decision"
+    turn_end: TurnEndConfig = field(default_factory=TurnEndConfig)
     hangover: AdaptiveHangoverConfig = field(default_factory=AdaptiveHangoverConfig)
     fixed_hangover_s: float = 0.7
     barge_in: bool = True
@@ -115,12 +120,24 @@ class AudioSettings:
     def __post_init__(self):
         if self.fixed_hangover_s <= 0:
             raise ConfigError("fixed_hangover_s must be positive")
+        if self.end_of_turn not in ("decision", "hangover"):
+            raise ConfigError(f"end_of_turn must be decision or hangover, got {self.end_of_turn!r}")
         if self.echo_canceller not in ("auto", "webrtc", "none"):
             raise ConfigError(f"echo_canceller must be auto, webrtc or none, got {self.echo_canceller!r}")
 
     @staticmethod
     def device(spec: str | None) -> int | str | None:
         return int(spec) if spec is not None and spec.strip().isdigit() else spec
+
+    def turn_policy(self, adaptive: bool) -> HangoverPolicy:
+        """The endpointer's policy: fixed unless `adaptive` ([app] adaptive_endpointing)."""
+        if not adaptive:
+            return FixedHangover(self.fixed_hangover_s)
+        return TurnEndDecision(self.turn_end) if self.end_of_turn == "decision" else AdaptiveHangover(self.hangover)
+
+    def longest_wait_s(self) -> float:
+        """The longest silence any policy here may wait before ending a turn."""
+        return max(self.fixed_hangover_s, self.hangover.max_s, self.turn_end.incomplete_s)
 
     def mic_config(self) -> MicConfig:
         """The capture settings with the chosen input device."""
@@ -192,9 +209,10 @@ PROFILES: dict[str, dict] = {
         "streaming": {"prompt_tokens": 0, "final_redecode": True},
         "tts": {"engine": "espeak"},
         "predgen": {"max_new_tokens": 64},
-        # The demo chat model never learned where a user's message ends (its loss covers replies
-        # only), so its P(end of turn) would only lengthen the wait: fixed hangover.
-        "app": {"adaptive_endpointing": False},
+        # The demo chat model learned where a request ends (its card gives the AUC of P(end of
+        # turn), whole vs cut requests): the end-of-turn decision on its estimate.
+        "app": {"adaptive_endpointing": True},
+        "audio": {"end_of_turn": "decision"},
     },
     "tiny-random": {  # offline: random fixtures (tests, plumbing checks); says nothing meaningful
         "llm": {"model": "tiny-random", "device": "cpu"},

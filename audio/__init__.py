@@ -8,9 +8,11 @@ Everything the rest of the app uses is importable from here (see docs/audio.md):
   `FileSource(path)`; `AudioSource` documents the interface.
 - Devices: `list_devices()`, `resolve_device(spec, kind)`, `DeviceInfo`.
 - VAD and endpointing: `make_vad(VadConfig)`, `Endpointer` (returns `SpeechStarted` /
-  `TurnEnded` events), `EndpointerConfig`, `PushToTalkGate`, `Mode`, `Turn`.
-- Hangover policies (strategy objects; `update(p_end_of_turn, turn_id)` from PredGen):
-  `FixedHangover`, `AdaptiveHangover`, `AdaptiveHangoverConfig`, `HangoverPolicy`.
+  `TurnEnded`, and `VoicePaused` / `VoiceResumed` / `TurnResumed` / `EndOfTurnEstimate`),
+  `EndpointerConfig`, `PushToTalkGate`, `Mode`, `Turn`.
+- End-of-turn policies (strategy objects; `update(p_end_of_turn, turn_id, revision=,
+  audio_until_t=)` from PredGen): `TurnEndDecision` + `TurnEndConfig` (+ `TurnEndCue` for audio
+  cues), `FixedHangover`, `AdaptiveHangover`, `AdaptiveHangoverConfig`, `HangoverPolicy`.
 - Playback: `DeviceSink`, `WavSink`, `PlaybackConfig`, `PlaybackTicket`, `PlayedSpan`.
 - Echo and barge-in: `make_echo_canceller`, `BargeInDetector` (returns `Interrupt` events),
   `BargeInConfig`, `EchoGateConfig`, `PlaybackReference`.
@@ -28,6 +30,7 @@ from .errors import (AudioDeviceError, AudioDeviceLost, AudioError, AudioFileErr
                      DeviceUnavailable, NoAudioDevice, UnsupportedSampleRate)
 from .files import FileSource, load_audio, read_audio_file
 from .hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, HangoverPolicy
+from .turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision, TurnEndView
 from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
 from .reference import PlaybackReference
 from .vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
@@ -38,6 +41,7 @@ __all__ = [
     "Vad", "VadConfig", "WebRtcVad", "SileroVad", "make_vad",
     "Endpointer", "EndpointerConfig", "Mode", "PushToTalkGate", "Turn",
     "HangoverPolicy", "FixedHangover", "AdaptiveHangover", "AdaptiveHangoverConfig",
+    "TurnEndDecision", "TurnEndConfig", "TurnEndCue", "TurnEndView",
     "DeviceSink", "WavSink", "PlaybackConfig", "PlaybackTicket", "PlayedSpan",
     "PlaybackReference", "EchoCanceller", "EchoGateConfig", "make_echo_canceller",
     "webrtc_aec_available", "BargeInConfig", "BargeInDetector",

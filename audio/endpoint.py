@@ -17,6 +17,13 @@ Hands-free (the default mode):
   the end of the frame at which the end was declared. So `t - last_voiced_t` lies in
   [hangover, hangover + one frame).
 - `max_turn_s` ends a turn that never pauses.
+- Inside a turn, `VoicePaused` marks `pause_ms` of silence after voice (once per pause: the
+  moment to transcribe all audio so far), `VoiceResumed` voice again after it, and
+  `EndOfTurnEstimate` what the policy's decision rests on, whenever that changes.
+- Early-endpoint recovery: when a turn ended by silence and the user speaks again (the usual
+  start rule) with the first voiced frame within `resume_window_s` of the declared end, the same
+  turn reopens: `TurnResumed` (same turn_id), and the audio since the end is appended, so the
+  turn's audio runs on without a gap and nothing said is lost.
 
 Push-to-talk: `gate.press()` starts a turn (`SpeechStarted.t` = press time) and `gate.release()`
 ends it at once (`TurnEnded.t` = release time; no hangover). The VAD still trims the turn's
@@ -30,22 +37,19 @@ they may come from any thread. Switching modes ends an open turn at the switch.
 """
 from __future__ import annotations
 
-import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from foresay.engine.events import Event, ListeningMode, SpeechStarted, TurnEnded
+from foresay.engine.events import (EndOfTurnEstimate, Event, SpeechStarted, TurnEnded, TurnResumed,
+                                   VoicePaused, VoiceResumed)
 
 from .blocks import SAMPLE_RATE, AudioBlock, rms_db
+from .gate import Mode, PushToTalkGate
 from .hangover import FixedHangover, HangoverPolicy
 from .resample import Framer
 from .vad import Vad
-
-
-Mode = ListeningMode
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,10 @@ class EndpointerConfig:
     max_turn_s: float = 60.0     # a turn is ended after this long, paused or not
     energy_margin_db: float = 10.0  # a voiced frame must also be this far above the noise
                                  # floor (0 disables); trims the VAD's own overhang
+    pause_ms: int = 150          # silence after voice that makes a VoicePaused event (as long as
+                                 # tail_ms: the transcript then hears the tail the final keeps)
+    resume_window_s: float = 1.0  # voice this soon after an end declared by silence reopens
+                                 # that turn (0 disables)
     mode: Mode = Mode.HANDS_FREE
 
     def __post_init__(self):
@@ -66,61 +74,11 @@ class EndpointerConfig:
             raise ValueError("preroll_ms and tail_ms must not be negative")
         if self.max_turn_s <= 0:
             raise ValueError("max_turn_s must be positive")
+        if self.pause_ms <= 0:
+            raise ValueError("pause_ms must be positive")
+        if self.resume_window_s < 0:
+            raise ValueError("resume_window_s must not be negative")
         object.__setattr__(self, "mode", Mode(self.mode))
-
-
-class PushToTalkGate:
-    """The user's controls, timestamped: push-to-talk presses and releases, and mode switches.
-
-    Safe to call from any thread (a UI's key handler, the event loop). A time of None means now
-    (`time.monotonic()`). The endpointer applies the controls in time order as its audio
-    reaches them.
-    """
-
-    def __init__(self, mode: Mode | str = Mode.HANDS_FREE):
-        self._lock = threading.Lock()
-        self._pending: list[tuple[float, int, str, object]] = []
-        self._seq = 0
-        self._mode = Mode(mode)
-        self._pressed = False
-
-    @property
-    def mode(self) -> Mode:
-        """The mode most recently asked for (it applies once the audio reaches it)."""
-        return self._mode
-
-    @property
-    def pressed(self) -> bool:
-        return self._pressed
-
-    def press(self, t: float | None = None) -> None:
-        self._add(t, "press", True)
-        self._pressed = True
-
-    def release(self, t: float | None = None) -> None:
-        self._add(t, "release", False)
-        self._pressed = False
-
-    def set_mode(self, mode: Mode | str, t: float | None = None) -> None:
-        mode = Mode(mode)
-        self._add(t, "mode", mode)
-        self._mode = mode
-
-    def _add(self, t: float | None, kind: str, value: object) -> None:
-        with self._lock:
-            self._seq += 1
-            self._pending.append((time.monotonic() if t is None else float(t), self._seq, kind,
-                                  value))
-            self._pending.sort()
-
-    def take_until(self, t: float) -> list[tuple[float, str, object]]:
-        """Remove and return the controls at or before `t`, oldest first."""
-        with self._lock:
-            n = 0
-            while n < len(self._pending) and self._pending[n][0] <= t:
-                n += 1
-            taken, self._pending = self._pending[:n], self._pending[n:]
-        return [(t_, kind, value) for t_, _, kind, value in taken]
 
 
 @dataclass
@@ -135,6 +93,7 @@ class Turn:
     first_voiced_t: float | None = None
     last_voiced_t: float | None = None  # end of the last voiced frame
     end_t: float | None = None          # TurnEnded.t; None while the turn is open
+    resumed: int = 0                    # times the turn reopened after an early end
     _frames: list[np.ndarray] = field(default_factory=list, repr=False)
     _samples: int = 0
     _taken: int = 0  # frames already handed out by take_new_audio
@@ -202,6 +161,10 @@ class Endpointer:
         self._turn: Turn | None = None
         self._last_t = 0.0                  # end of the audio processed so far
         self._noise_db: float | None = None  # noise floor estimate, dBFS
+        self._resumable: Turn | None = None  # the last turn, while it may still reopen
+        self._since_end: list[tuple[float, np.ndarray, bool]] = []  # its frames after the end
+        self._paused = False                 # VoicePaused sent for the current silence
+        self._estimate: tuple | None = None  # the last EndOfTurnEstimate's content
         self.frames_seen = 0
 
     # --- public -----------------------------------------------------------------------------
@@ -223,6 +186,23 @@ class Endpointer:
     @property
     def in_turn(self) -> bool:
         return self._turn is not None and self._turn.is_open
+
+    @property
+    def resumable(self) -> bool:
+        """A turn was just ended by silence and voice now would reopen it (`resume_window_s`)."""
+        return self._resumable is not None
+
+    def estimate(self, p_end_of_turn: float, turn_id: int, revision: int | None = None,
+                 audio_until_t: float | None = None) -> None:
+        """P(end of turn) from the LLM for `turn_id`'s transcript up to `audio_until_t`, for the
+        end-of-turn policy (from any thread; it acts on the next frame)."""
+        self.policy.update(p_end_of_turn, turn_id, revision=revision, audio_until_t=audio_until_t)
+
+    def press(self, t: float | None = None) -> None:
+        self.gate.press(t)
+
+    def release(self, t: float | None = None) -> None:
+        self.gate.release(t)
 
     def set_mode(self, mode: Mode | str, t: float | None = None) -> None:
         """Switch modes (via the gate, so it happens at time `t` of the audio)."""
@@ -276,6 +256,11 @@ class Endpointer:
     def _idle_frame(self, frame: np.ndarray, t: float, voiced: bool, events: list[Event]) -> None:
         c = self.config
         self._ring.append((t, frame, voiced))
+        if self._resumable is not None:
+            if t - self._resumable.end_t > c.resume_window_s + c.start_window_ms / 1000 + self._frame_s:
+                self._resumable, self._since_end = None, []
+            else:
+                self._since_end.append((t, frame, voiced))
         keep_s = (c.preroll_ms + c.start_window_ms) / 1000 + self._frame_s
         while self._ring and self._ring[0][0] < t - keep_s:
             self._ring.popleft()
@@ -287,21 +272,35 @@ class Endpointer:
         if voiced_s + 1e-9 < c.start_voiced_ms / 1000:
             return
         first_voiced = min(ft for ft, v in in_window if v)
-        events.append(self._start_turn(first_voiced, first_voiced))
+        turn = self._resumable
+        if turn is not None and first_voiced - turn.end_t <= c.resume_window_s + 1e-9:
+            events.append(self._resume_turn(turn, first_voiced))
+        else:
+            events.append(self._start_turn(first_voiced, first_voiced))
 
     def _continue_turn(self, frame: np.ndarray, t: float, voiced: bool,
                        events: list[Event]) -> None:
         turn = self._turn
         turn._add(frame)
         t_end = t + self._frame_s
+        self.policy.observe(frame, voiced, t)
         if voiced:
             if turn.first_voiced_t is None:
                 turn.first_voiced_t = t
             turn.last_voiced_t = t_end
+            if self._paused:
+                self._paused = False
+                events.append(VoiceResumed(turn_id=turn.turn_id, t=t))
         if self._mode is Mode.HANDS_FREE:
             last = turn.last_voiced_t if turn.last_voiced_t is not None else turn.start_t
-            if not voiced and t_end - last >= self.policy.hangover_s() - 1e-9:
-                events.append(self._end_turn(t_end))
+            silence = t_end - last
+            if (not voiced and not self._paused and turn.last_voiced_t is not None
+                    and silence >= self.config.pause_ms / 1000 - 1e-9):
+                self._paused = True
+                events.append(VoicePaused(turn_id=turn.turn_id, t=t_end, last_voiced_t=last))
+            self._report_estimate(turn.turn_id, t_end, events)
+            if not voiced and silence >= self.policy.hangover_s() - 1e-9:
+                events.append(self._end_turn(t_end, resumable=True))
                 return
         if t_end - turn.start_t >= self.config.max_turn_s:
             events.append(self._end_turn(t_end))
@@ -326,22 +325,55 @@ class Endpointer:
                     turn.first_voiced_t = ft
                 turn.last_voiced_t = ft + self._frame_s
         self._turn = turn
-        self.policy.begin_turn(turn_id)
+        self._resumable, self._since_end = None, []
+        self._begin_policy(turn_id)
         return SpeechStarted(turn_id=turn_id, t=start_t)
 
-    def _end_turn(self, t: float) -> TurnEnded:
+    def _resume_turn(self, turn: Turn, first_voiced_t: float) -> TurnResumed:
+        """Reopen `turn`: every frame since its end joins it, in order, so its audio has no gap."""
+        ended_t = turn.end_t
+        turn.end_t = None
+        turn.resumed += 1
+        for ft, f, v in self._since_end:
+            turn._add(f)
+            if v:
+                turn.last_voiced_t = ft + self._frame_s
+        self._ring.clear()
+        self._resumable, self._since_end = None, []
+        self._turn = turn
+        self._begin_policy(turn.turn_id)
+        return TurnResumed(turn_id=turn.turn_id, t=first_voiced_t, ended_t=ended_t)
+
+    def _begin_policy(self, turn_id: int) -> None:
+        self._paused = False
+        self._estimate = None
+        self.policy.begin_turn(turn_id)
+
+    def _report_estimate(self, turn_id: int, t: float, events: list[Event]) -> None:
+        view = self.policy.view()
+        p = None if view.p_end_of_turn is None else round(view.p_end_of_turn, 2)
+        key = (p, round(view.wait_s, 2), view.verdict)
+        if key != self._estimate:
+            self._estimate = key
+            events.append(EndOfTurnEstimate(turn_id=turn_id, t=t, p_end_of_turn=view.p_end_of_turn,
+                                            wait_s=view.wait_s, verdict=view.verdict))
+
+    def _end_turn(self, t: float, resumable: bool = False) -> TurnEnded:
         turn = self._turn
         turn.end_t = t
         if turn.last_voiced_t is not None:
             turn.last_voiced_t = min(turn.last_voiced_t, t)
         last = turn.last_voiced_t if turn.last_voiced_t is not None else turn.start_t
         self._ring.clear()
+        keep = resumable and self.config.resume_window_s > 0 and self._mode is Mode.HANDS_FREE
+        self._resumable, self._since_end = (turn if keep else None), []
         return TurnEnded(turn_id=turn.turn_id, t=t, last_voiced_t=last)
 
     def _apply_controls(self, until: float) -> list[Event]:
         events: list[Event] = []
         for t, kind, value in self.gate.take_until(until):
             if kind == "mode":
+                self._resumable, self._since_end = None, []
                 if value is not self._mode:
                     if self.in_turn:
                         events.append(self._end_turn(max(t, self._turn.start_t)))

@@ -2,16 +2,19 @@
 
 A policy is a small strategy object the endpointer asks on every silent frame:
 
-    policy.begin_turn(turn_id)      # the endpointer calls this when a turn starts
+    policy.begin_turn(turn_id)      # the endpointer calls this when a turn starts (or resumes)
+    policy.observe(frame, voiced, t)  # the endpointer: every frame of an open turn
     policy.hangover_s()             # the current hangover, in seconds
-    policy.update(p_end, turn_id)   # from outside, e.g. the PredGen loop with P(end of turn)
+    policy.view()                   # what it rests on, for meters (`turn_end.TurnEndView`)
+    policy.update(p_end, turn_id, revision=, audio_until_t=)  # from outside: PredGen's estimate
 
 `FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
 look like a complete utterance (high P(end of turn)) and long when they do not, within
 configured bounds. An update may arrive at any moment, also in the middle of a silence: the
 endpointer compares the silence so far against the newest hangover on its next frame, so a turn
 that just became "complete" ends at once. Updates tagged with another turn's id are ignored
-(a late estimate about the previous turn must not shorten this one).
+(a late estimate about the previous turn must not shorten this one). `turn_end.TurnEndDecision`
+is the policy that also weighs how current the estimate is and optional audio cues.
 """
 from __future__ import annotations
 
@@ -19,16 +22,28 @@ from dataclasses import dataclass
 
 
 class HangoverPolicy:
-    """Base class and interface; a policy without state may ignore begin_turn and update."""
+    """Base class and interface; a policy without state may ignore begin_turn, observe and update.
+
+    `update`'s `revision` (of the transcript the estimate belongs to) and `audio_until_t` (capture
+    time up to which that transcript heard the audio) are optional; policies may ignore them."""
 
     def begin_turn(self, turn_id: int) -> None:
+        pass
+
+    def observe(self, frame, voiced: bool, t: float) -> None:
         pass
 
     def hangover_s(self) -> float:
         raise NotImplementedError
 
-    def update(self, p_end_of_turn: float, turn_id: int | None = None) -> None:
+    def update(self, p_end_of_turn: float, turn_id: int | None = None, revision: int | None = None,
+               audio_until_t: float | None = None) -> None:
         pass
+
+    def view(self):
+        """(turn_id, P(end of turn) or None, wait_s, verdict) as a `turn_end.TurnEndView`."""
+        from .turn_end import TurnEndView
+        return TurnEndView(None, None, self.hangover_s(), "listening")
 
 
 class FixedHangover(HangoverPolicy):
@@ -73,7 +88,15 @@ class AdaptiveHangover(HangoverPolicy):
     def hangover_s(self) -> float:
         return self._hangover
 
-    def update(self, p_end_of_turn: float, turn_id: int | None = None) -> None:
+    def view(self):
+        from .turn_end import TurnEndView
+        c, p = self.config, self.p_end_of_turn
+        verdict = ("listening" if p is None else "sounds finished" if p >= c.complete_p
+                   else "sounds unfinished" if p <= c.incomplete_p else "unsure")
+        return TurnEndView(self._turn_id, p, self._hangover, verdict)
+
+    def update(self, p_end_of_turn: float, turn_id: int | None = None, revision: int | None = None,
+               audio_until_t: float | None = None) -> None:
         if turn_id is not None and turn_id != self._turn_id:
             return
         c = self.config

@@ -7,8 +7,12 @@ of any user speech the detector hears); when the user interrupts, or is still sp
 reply ends without having interrupted it, that audio goes to the endpointer from the onset of
 their speech, so their turn starts with its first word and nothing they said is dropped.
 
+Right after a turn was ended by silence (the endpointer's resume window), the endpointer
+hears the microphone too, also while the reply starts: voice then reopens the same turn
+(TurnResumed) instead of being taken for a barge-in.
+
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
-other way), DraftUpdated (P(end of turn) for the endpointing policy).
+other way), DraftUpdated (P(end of turn) for the end-of-turn policy).
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ class Listener(Stage):
         self.max_hold_s = max_hold_s
         self.muted = False
         self._held: collections.deque[AudioBlock] = collections.deque()  # heard while a reply plays
+        self._pushed_until = float("-inf")
 
     # --- audio in ---------------------------------------------------------------------------
 
@@ -54,6 +59,8 @@ class Listener(Stage):
         clean = self.echo.process(raw) if self.echo is not None else raw
         if self.bargein is not None and self.bargein.armed:
             self._hold(clean)
+            if self.endpointer.resumable:  # right after an end: the user may go on with the turn
+                self._push(clean)
             for event in self.bargein.process(clean, raw):
                 self._release_held(self.bargein.onset_t)  # the user's words start in held audio
                 self.emit(event)
@@ -81,10 +88,11 @@ class Listener(Stage):
         if onset is None:
             return
         for block in held:
-            if block.t_end >= onset - self.onset_margin_s:
+            if block.t_end >= onset - self.onset_margin_s and block.t_end > self._pushed_until:
                 self._push(block)
 
     def _push(self, block: AudioBlock) -> None:
+        self._pushed_until = block.t_end  # the endpointer hears each block once, in order
         self._route(self.endpointer.push(block))
         self._stream_audio()
 
@@ -114,15 +122,15 @@ class Listener(Stage):
                 self.bargein.disarm()
                 self._release_held(speaking)
         elif isinstance(event, DraftUpdated) and self.adaptive_endpointing:
-            self.endpointer.policy.update(event.p_end_of_turn, event.turn_id)
+            self.endpointer.estimate(event.p_end_of_turn, event.turn_id, event.revision, event.audio_until_t)
 
     # --- the user's controls ------------------------------------------------------------------
 
     def press(self, t: float) -> None:
-        self.endpointer.gate.press(t)
+        self.endpointer.press(t)
 
     def release(self, t: float) -> None:
-        self.endpointer.gate.release(t)
+        self.endpointer.release(t)
 
     def set_mode(self, mode: Mode | str, t: float) -> None:
         self.endpointer.set_mode(mode, t)

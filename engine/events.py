@@ -38,15 +38,31 @@ class TurnEnded(Event):
 
 @dataclass(frozen=True)
 class VoicePaused(Event):
-    """Voice activity stopped inside an open turn (the silence may or may not end the turn);
-    `last_voiced_t` is the end of the last voiced frame. The recognizer decodes at once."""
+    """The voice stopped inside an open turn: `pause` of silence at `t` after the last voiced frame
+    at `last_voiced_t`. The turn may go on; a transcript of all audio so far can be made now."""
     last_voiced_t: float = 0.0
 
 
 @dataclass(frozen=True)
+class VoiceResumed(Event):
+    """Voice again at `t` inside an open turn after a `VoicePaused`: work on the paused audio is stale."""
+
+
+@dataclass(frozen=True)
 class TurnResumed(Event):
-    """The user spoke again soon after their turn was declared ended: the same turn goes on
-    (its reply stops, the new words join it)."""
+    """The user spoke again at `t` (first voiced frame) within the recovery window after the end
+    declared at `ended_t`: the SAME turn goes on, its audio continues without a gap."""
+    ended_t: float = 0.0
+
+
+@dataclass(frozen=True)
+class EndOfTurnEstimate(Event):
+    """What the end-of-turn decision rests on (emitted when it changes inside an open turn):
+    `p_end_of_turn` (None: no current estimate), the silence it asks for, and `verdict` in words
+    ("listening", "sounds finished", "sounds unfinished", "unsure")."""
+    p_end_of_turn: float | None = None
+    wait_s: float = 0.0
+    verdict: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,9 +86,6 @@ class PartialTranscript(Event):
     revision: int = 0
     committed: str = ""
     tentative: str = ""
-    # All the audio so far was decoded as the final transcript would be (the voice paused): if
-    # the turn ends now, this is its final text, and its last word is not still growing.
-    complete: bool = False
 
     @property
     def text(self) -> str:
@@ -82,6 +95,17 @@ class PartialTranscript(Event):
 @dataclass(frozen=True)
 class FinalTranscript(Event):
     text: str = ""
+
+
+@dataclass(frozen=True)
+class PausedTranscript(Event):
+    """The transcript of all audio up to a voice pause, through its last word (nothing is held
+    back as still growing): `StreamingTranscriber.preview_final()`, the final transcript if the
+    turn ends in this silence. PredGen verifies it speculatively; its P(end of turn) goes to the
+    end-of-turn decision with `revision` and `audio_until_t` (capture time of the last sample heard)."""
+    revision: int = 0
+    text: str = ""
+    audio_until_t: float = 0.0
 
 
 # --- LLM / PredGen -------------------------------------------------------------------------
@@ -99,6 +123,9 @@ class DraftUpdated(Event):
     accepted_text: str = ""
     rejected_text: str = ""
     new_text: str = ""
+    # Set when the verified prompt was a PausedTranscript: the estimate then covers all audio up
+    # to this capture time (the end-of-turn decision only trusts such estimates).
+    audio_until_t: float | None = None
 
 
 @dataclass(frozen=True)

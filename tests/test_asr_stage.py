@@ -143,9 +143,10 @@ def test_a_pause_decodes_at_once_and_ending_the_turn_then_costs_no_decode():
         calls["after_end"] = len(backend.calls)
 
     events = _bus_events(backend, script)
-    complete = [e for e in events if isinstance(e, PartialTranscript) and e.complete]
+    from foresay.engine.events import PausedTranscript
+    paused = [e for e in events if isinstance(e, PausedTranscript)]
     finals = [e for e in events if isinstance(e, FinalTranscript)]
-    assert complete and complete[-1].text == "turn the lights off"
+    assert paused and paused[-1].text == "turn the lights off" and paused[-1].audio_until_t == finals[0].t
     assert [f.text for f in finals] == ["turn the lights off"]
     assert calls["after_end"] == calls["before_end"]  # the final was the speculative one
 

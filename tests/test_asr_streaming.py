@@ -148,3 +148,54 @@ def test_final_redecode_recovers_from_committed_guesses(redecode):
         assert final.text == "remind me water the plants" and backend.calls[-1]["forced"] == ()
     else:
         assert "walk" in final.text  # committed words are forced into the final transcript
+
+
+@pytest.mark.parametrize("redecode", [False, True])
+def test_a_previewed_final_is_the_final_without_decoding_again(redecode):
+    utterance = SyntheticUtterance(tuple(SENTENCE), pause_after=frozenset({5}))
+    audio = utterance.audio()
+    hop = 250 * SAMPLE_RATE // 1000
+
+    def partly(transcriber, upto):
+        for at in range(0, upto, hop):
+            transcriber.append(audio[at: min(at + hop, upto)])
+            transcriber.hop()
+
+    # reference: no preview
+    plain = StreamingTranscriber(ScriptedBackend(utterance), StreamingConfig(final_redecode=redecode))
+    partly(plain, len(audio))
+    expected = plain.finish()
+    # a preview during the silence, then the end: the same text, and no decode more
+    backend = ScriptedBackend(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(final_redecode=redecode))
+    partly(transcriber, len(audio))
+    state = (transcriber.committed, transcriber.previous, transcriber.revision, len(transcriber.audio))
+    preview = transcriber.preview_final()
+    assert (transcriber.committed, transcriber.previous, transcriber.revision, len(transcriber.audio)) == state
+    assert transcriber.preview_final() is preview  # asked again: nothing decoded
+    calls = len(backend.calls)
+    final = transcriber.finish()
+    assert len(backend.calls) == calls and final == preview == expected
+    assert len(transcriber.decodes) == len(plain.decodes)
+
+
+def test_audio_after_a_preview_is_decoded_into_the_final():
+    utterance = SyntheticUtterance(tuple(SENTENCE), pause_after=frozenset({5}))
+    audio = utterance.audio()
+    backend = ScriptedBackend(utterance)
+    transcriber = StreamingTranscriber(backend)
+    half = len(audio) // 2
+    transcriber.append(audio[:half])
+    transcriber.hop()
+    early = transcriber.preview_final()
+    assert len(early.text.split()) < len(SENTENCE)
+    transcriber.append(audio[half:])  # the user went on
+    calls = len(backend.calls)
+    final = transcriber.finish()
+    assert len(backend.calls) == calls + 1 and final.text == " ".join(SENTENCE)
+    # a hop after a preview drops it as well
+    transcriber = StreamingTranscriber(ScriptedBackend(utterance))
+    transcriber.append(audio)
+    transcriber.preview_final()
+    transcriber.hop()
+    assert transcriber._preview is None

@@ -90,7 +90,7 @@ def test_mic_captures_speech_at_48k_through_alsa(alsa_fifo):
     gaps = np.diff([b.t for b in blocks]) - 0.02
     assert np.abs(gaps).max() < 0.003    # contiguous: the clock fit moves by <= 1 ms a callback
     assert 0 <= t_stop - blocks[-1].t_end < 0.15         # and close to the real capture time
-    started, ended = events
+    started, ended = [e for e in events if isinstance(e, (SpeechStarted, TurnEnded))]  # not pauses, estimates
     assert isinstance(started, SpeechStarted) and isinstance(ended, TurnEnded)
     # Truth: the speech went into the capture FIFO at t_feed + speech_start; the FIFO and
     # ALSA buffers add a few tens of ms, and the null device's timing information is only

@@ -85,7 +85,8 @@ def test_two_utterances_make_two_turns_and_noise_makes_none(tmp_path):
     a = speech_clip(tmp_path, "Turn on the lights.", before_s=0.8, after_s=1.5).samples
     b = speech_clip(tmp_path, "And close the blinds.", voice="en+f3", before_s=0.0, after_s=1.5,
                     seed=1).samples
-    ep = Endpointer(WebRtcVad(2, 30), policy=FixedHangover(0.7))
+    # 0.8 s after the first end, inside the default recovery window: turned off here
+    ep = Endpointer(WebRtcVad(2, 30), EndpointerConfig(resume_window_s=0), policy=FixedHangover(0.7))
     result = turns(feed(ep, np.concatenate([a, b])))
     assert [t[0] for t in result] == pytest.approx([0.8, len(a) / SAMPLE_RATE], abs=FRAME)
 

@@ -4,6 +4,7 @@ import random
 import pytest
 
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder
+from foresay.engine.demo.completeness import is_complete_request
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_whisper import edit_distance, words
 from foresay.engine.demo.train_chat import ChatTrainConfig, build_demo_tokenizer
@@ -94,3 +95,47 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
     saved = json.loads((tmp_path / "draft" / "training.json").read_text())
     assert saved["steps_done"] == 2 and saved["precision"] == "bf16"
     assert load_whisper(WhisperModelConfig(str(tmp_path / "draft"))).window_seconds == 6.0
+
+
+def test_the_end_of_each_user_message_is_labelled_where_p_end_of_turn_is_read(chat_tokenizer):
+    from foresay.engine.demo.dialogues import Dialogue
+
+    encoder = ChatEncoder(chat_tokenizer, default_system_prompt())
+    end = encoder.end
+    dialogues = DialogueGenerator(DomainConfig(seed=2), "train").dialogues(60)
+    examples = encoder.training_examples(dialogues, truncate_prob=0.5, rng=random.Random(3), end_of_message=True)
+    plain = encoder.training_examples(dialogues, truncate_prob=0.5, rng=random.Random(3))
+    seen = {"whole": 0, "cut": 0}
+    for dialogue, ex, base in zip(dialogues, examples, plain):
+        assert ex.ids == base.ids  # the same sequence; only labels are added
+        added = [i for i, (a, b) in enumerate(zip(ex.labels, base.labels)) if a != b]
+        # one label per user message, at its closing <|im_end|>, right after the user's text
+        assert len(added) == len(dialogue.turns) and all(ex.ids[i] == end for i in added)
+        for i, turn in zip(added, dialogue.turns):
+            said = chat_tokenizer.decode(ex.ids[:i]).rsplit("user\n", 1)[1]
+            if said == turn.user or is_complete_request(said):
+                assert ex.labels[i] == end
+                seen["whole"] += said == turn.user
+            else:  # cut mid-sentence: the next token of the words that were cut off
+                assert ex.labels[i] != end
+                assert turn.user.startswith(said + chat_tokenizer.decode([ex.labels[i]]).rstrip())
+                seen["cut"] += 1
+    assert seen["whole"] > 50 and seen["cut"] > 10
+
+
+def test_whole_requests_are_told_from_cut_ones():
+    assert is_complete_request("Set a timer for 5 minutes.")
+    assert is_complete_request("set a timer for 5 minutes")   # a cut that is a whole request itself
+    assert is_complete_request("Um, what is the capital of France please")
+    assert not is_complete_request("Set a timer for")
+    assert not is_complete_request("Hey Foresay, what is the capital of")
+    assert not is_complete_request("what is the capital of Atlantis")
+
+
+def test_auc_counts_ties_half():
+    from foresay.engine.demo.evaluate_turn_end import auc
+    assert auc([0.9, 0.8], [0.1]) == 1.0
+    assert auc([0.1], [0.9]) == 0.0
+    assert auc([0.5, 0.9], [0.5]) == 0.75
+    with pytest.raises(ValueError):
+        auc([], [0.1])

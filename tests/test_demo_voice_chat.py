@@ -12,7 +12,10 @@ def test_the_demo_profile_is_offline_and_uses_the_trained_pair():
     settings = load_settings(profile="demo")
     assert (settings.llm.model, settings.asr.target, settings.asr.draft) == ("demo", "demo", "demo-draft")
     assert settings.asr.chosen_backend == "specasr" and settings.streaming.prompt_tokens == 0
-    assert settings.streaming.final_redecode and not settings.app.adaptive_endpointing
+    assert settings.streaming.final_redecode and settings.app.adaptive_endpointing
+    # the demo chat model learned where a request ends: the end-of-turn decision uses its estimate
+    from foresay.audio.turn_end import TurnEndDecision
+    assert isinstance(settings.audio.turn_policy(settings.app.adaptive_endpointing), TurnEndDecision)
 
 
 def test_held_out_requests_are_test_split_first_turns_in_held_out_voices():

@@ -13,7 +13,7 @@ from foresay.audio.endpoint import Endpointer, EndpointerConfig
 from foresay.audio.hangover import FixedHangover
 from foresay.audio.listener import Listener
 from foresay.audio.vad import WebRtcVad
-from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted,
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted,
                                    SpeechStarted, TurnClosed, TurnEnded, UserAudio)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stage import PredGenStage
@@ -190,7 +190,7 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
 
     async def main():
         bus.emit(SpeechStarted(1, 0.0))
-        bus.emit(PartialTranscript(1, 0.5, 1, "set a timer for", "", complete=True))
+        bus.emit(PausedTranscript(1, 0.5, 1, "set a timer for", audio_until_t=0.5))
         bus.emit(TurnEnded(1, 1.0))
         bus.emit(FinalTranscript(1, 1.0, "set a timer for"))
         await until(lambda: speaker.done)

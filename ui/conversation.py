@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from foresay.engine.events import (
-    AudioChunk, DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
-    PartialTranscript, ReplyDone, SentenceReady, SpeechStarted, TurnEnded,
+    AudioChunk, DraftUpdated, EndOfTurnEstimate, Event, FinalTranscript, FirstSentenceReady, Interrupt,
+    PartialTranscript, ReplyDone, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
 )
 
 LISTENING, USER_SPEAKING, THINKING, SPEAKING = "listening", "user speaking", "thinking", "speaking"
@@ -36,6 +36,7 @@ class DraftParts:
     new: str = ""       # drafted after the accepted prefix
     first_sentence: str = ""  # set once the draft's first sentence is complete (TTS may prepare it)
     p_end_of_turn: float = 0.0
+    verdict: str = ""   # the end-of-turn decision's words for this turn ("" before an estimate)
 
     @property
     def text(self) -> str:
@@ -121,7 +122,28 @@ class ConversationModel:
             return False
         accepted, rejected, new = split_draft(self.draft.text, e)
         keep_first = self.draft.first_sentence if (accepted + new).startswith(self.draft.first_sentence) else ""
-        self.draft = DraftParts(e.turn_id, e.revision, accepted, rejected, new, keep_first, e.p_end_of_turn)
+        self.draft = DraftParts(e.turn_id, e.revision, accepted, rejected, new, keep_first, e.p_end_of_turn,
+                                self.draft.verdict)
+        return True
+
+    def _on_estimate(self, e: EndOfTurnEstimate) -> bool:
+        if not self._enter_turn(e.turn_id):
+            return False
+        verdict = "" if e.p_end_of_turn is None else e.verdict
+        if verdict == self.draft.verdict:
+            return False
+        self.draft = replace(self.draft, verdict=verdict)
+        return True
+
+    def _on_turn_resumed(self, e: TurnResumed) -> bool:
+        """The user went on after an early end: the same turn continues; its reply (if one began)
+        is gone, and its partials count again."""
+        if not self._enter_turn(e.turn_id):
+            return False
+        self.turns = [t for t in self.turns if not (t.role == "assistant" and t.turn_id == e.turn_id)]
+        if self.final_turn == e.turn_id:
+            self.final_turn = -1
+        self.phase = USER_SPEAKING
         return True
 
     def _on_first_sentence(self, e: FirstSentenceReady) -> bool:
@@ -208,6 +230,8 @@ class ConversationModel:
         DraftUpdated: _on_draft,
         FirstSentenceReady: _on_first_sentence,
         TurnEnded: _on_turn_ended,
+        TurnResumed: _on_turn_resumed,
+        EndOfTurnEstimate: _on_estimate,
         FinalTranscript: _on_final,
         SentenceReady: _on_sentence,
         ReplyDone: _on_reply_done,

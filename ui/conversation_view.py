@@ -35,7 +35,9 @@ def draft_html(draft: DraftParts) -> str:
              f'{" " if draft.rejected and draft.new else ""}'
              f'<span style="color:{DRAFT_NEW}; font-style:italic; text-decoration:underline;">{escape(draft.new)}</span>')
     ready = f' <span style="color:{DRAFT_ACCEPTED};">\u2714 first sentence ready for the TTS</span>' if draft.first_sentence else ""
-    legend = (f'<span style="font-size:small; color:{TENTATIVE};">draft (P(end of turn) {draft.p_end_of_turn:.2f}):'
+    said = f" \u2013 what you said {escape(draft.verdict)}" if draft.verdict in ("sounds finished", "sounds unfinished") \
+        else ""
+    legend = (f'<span style="font-size:small; color:{TENTATIVE};">draft{said}:'
               f' <span style="color:{DRAFT_ACCEPTED};">accepted</span> ·'
               f' <span style="color:{DRAFT_REJECTED}; text-decoration:line-through;">rejected</span> ·'
               f' <span style="color:{DRAFT_NEW}; font-style:italic;">new</span></span>')

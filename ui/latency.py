@@ -1,8 +1,14 @@
 """Latency figures as the meters and the overlay show them (see DESIGN.md section 6).
 
 Plain Python, no Qt. `LatencyModel` keeps every turn's TurnMetrics since start, the last turn's
-stages for the stacked bar, outcome counts and underruns, and a live voice-to-voice clock that
-runs from the user's last voiced frame until the reply's first audio chunk.
+stages for the stacked bar, outcome counts and underruns, a live voice-to-voice clock that runs
+from the user's last voiced frame until the reply's first audio chunk, and the end-of-turn meter
+(`turn_end`: the silence being waited and what the decision rests on).
+
+The live clock starts when the voice pauses (voice-to-voice counts from the last voiced frame, so
+the silence waited is part of it), stops when the user goes on, and stops for good at the reply's
+first audio chunk. Should no chunk reach the window, the reply's end, an interruption or the
+turn's metrics stop it: it never runs on past the reply.
 """
 from __future__ import annotations
 
@@ -12,7 +18,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import AudioChunk, Event, SpeechStarted, TurnEnded, TurnMetrics
+from foresay.engine.events import (AudioChunk, Event, Interrupt, ReplyDone, SpeechStarted, TurnEnded, TurnMetrics,
+                                   TurnResumed, VoicePaused, VoiceResumed)
+
+from .turn_end import TurnEndModel
 
 MS_METRICS = ("endpoint_delay_ms", "asr_final_ms", "ttfs_ms", "tts_first_chunk_ms",
               "audio_latency_ms", "voice_to_voice_ms")
@@ -98,18 +107,29 @@ class LatencyModel:
     _pending_from: float | None = field(default=None, init=False)
     _pending_turn: int = field(default=-1, init=False)
     _live_ms: float | None = field(default=None, init=False)
+    turn_end: TurnEndModel = field(default=None)
+
+    def __post_init__(self):
+        if self.turn_end is None:
+            self.turn_end = TurnEndModel(self.clock)
 
     def apply(self, event: Event) -> bool:
+        changed = self.turn_end.apply(event)
         if isinstance(event, TurnMetrics):
             self._on_metrics(event)
-        elif isinstance(event, TurnEnded):
+        elif isinstance(event, (TurnEnded, VoicePaused)) and event.turn_id >= self._pending_turn:
             self._pending_from, self._pending_turn, self._live_ms = event.last_voiced_t or event.t, event.turn_id, None
+        elif isinstance(event, (VoiceResumed, TurnResumed)) and event.turn_id == self._pending_turn:
+            self._pending_from, self._live_ms = None, None   # the user goes on: no reply due yet
         elif isinstance(event, AudioChunk) and event.turn_id == self._pending_turn and self._pending_from is not None:
             self._live_ms = max(event.t - self._pending_from, 0.0) * 1000
             self._pending_from = None
+        elif isinstance(event, (ReplyDone, Interrupt)) and event.turn_id == self._pending_turn \
+                and self._pending_from is not None:
+            self._pending_from = None   # no chunk reached us: the figure comes with the metrics
         elif isinstance(event, SpeechStarted) and event.turn_id > self._pending_turn:
             self._pending_from, self._live_ms = None, None
-        else:
+        elif not changed:
             return False
         self.version += 1
         return True

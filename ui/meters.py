@@ -1,5 +1,6 @@
-"""The latency meters: voice-to-voice in large type, the last turn's stage bar, statistics since
-start, NFETFS, speculation outcomes and underruns. `refresh(model)` redraws from a LatencyModel."""
+"""The latency meters: voice-to-voice in large type, the end-of-turn line (the silence being
+waited, and whether the words so far sound finished), the last turn's stage bar, statistics since
+start, NFETFS, speculation outcomes, resumed turns and underruns. `refresh(model)` redraws from a LatencyModel."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -39,6 +40,11 @@ class LatencyPanel(QFrame):
         self.v2v_stats.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         top.addWidget(self.v2v_stats, 1)
         layout.addLayout(top)
+        # the end of the user's turn: the silence being waited and the decision, in words
+        self.turn_end = QLabel()
+        self.turn_end.setObjectName("turn_end")
+        self.turn_end.setWordWrap(True)
+        layout.addWidget(self.turn_end)
 
         self.stage_bar = StageBar()
         layout.addWidget(self.stage_bar)
@@ -77,6 +83,7 @@ class LatencyPanel(QFrame):
     def refresh(self, model: LatencyModel) -> None:
         ms, running = model.live_voice_to_voice()
         self.voice_to_voice.setText(format_ms(ms) + (" \u2026" if running else ""))
+        self.turn_end.setText(model.turn_end.text())
         v2v = model.summary("voice_to_voice_ms")
         self.v2v_stats.setText(f"median {format_ms(v2v.median)}<br>p90 {format_ms(v2v.p90)}<br>"
                                f"{model.turns} turn{'s' if model.turns != 1 else ''}")
@@ -95,4 +102,5 @@ class LatencyPanel(QFrame):
                             f"median {'—' if n.median is None else f'{n.median:g}'}")
         self.outcomes.setText("Speculation: " + " · ".join(
             f"{name} {model.outcomes[name]}" for name in OUTCOMES if name != "baseline" or model.outcomes[name]))
-        self.underruns.setText(f"Underruns: {model.underruns}")
+        self.underruns.setText(f"Underruns: {model.underruns}" + (
+            f" · resumed turns: {model.turn_end.resumed}" if model.turn_end.resumed else ""))

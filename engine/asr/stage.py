@@ -24,15 +24,15 @@ from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, StatusMessage, TurnClosed,
-                                   TurnEnded, TurnResumed, UserAudio, VoicePaused)
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, StatusMessage,
+                                   TurnClosed, TurnEnded, TurnResumed, UserAudio, VoicePaused, VoiceResumed)
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
 
 
 class StreamingAsr(Stage):
-    consumes = (UserAudio, VoicePaused, TurnEnded, TurnResumed, TurnClosed)
+    consumes = (UserAudio, VoicePaused, VoiceResumed, TurnEnded, TurnResumed, TurnClosed)
     name = "speech recognizer"
 
     def __init__(self, backend: AsrBackend, emit: Callable[[Event], None],
@@ -48,6 +48,7 @@ class StreamingAsr(Stage):
         self._context: list[str] = []
         self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript]] = {}
         self._finished: tuple[int, StreamingTranscriber] | None = None  # the last turn ended
+        self._paused = False  # the voice paused in the current turn: hops wait
         self.hops_run = 0
         self.hops_skipped = 0
         self.decoding = False  # a hop or the final is being decoded (other stages may yield)
@@ -65,7 +66,10 @@ class StreamingAsr(Stage):
             self.feed(event.samples)
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
+                self._paused = True  # no hops while the silence lasts: the preview stands
                 self._spawn(self._preview(self._transcriber))
+        elif isinstance(event, VoiceResumed):
+            self._paused = False
         elif isinstance(event, TurnEnded):
             if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
                 # no audio ever reached this turn: its final transcript is empty, said at once
@@ -118,6 +122,7 @@ class StreamingAsr(Stage):
         self._transcriber = StreamingTranscriber(self.backend, self.config, turn_id=turn_id,
                                                  start_time=t, history=history)
         self._pending = []
+        self._paused = False
         self._hops = asyncio.get_running_loop().create_task(self._hop_loop(self._transcriber))
 
     def feed(self, samples: np.ndarray) -> None:
@@ -164,19 +169,20 @@ class StreamingAsr(Stage):
         while the silence lasts."""
         audio = self._take_audio()
 
-        def work() -> FinalTranscript:
+        def work() -> tuple[FinalTranscript, int]:
             transcriber.append(audio)
-            return transcriber.preview_final()
+            final = transcriber.preview_final()
+            transcriber.revision += 1  # later partials supersede it
+            return final, transcriber.revision
 
         self.decoding = True
         try:
-            final = await asyncio.get_running_loop().run_in_executor(self._executor, work)
+            final, revision = await asyncio.get_running_loop().run_in_executor(self._executor, work)
         finally:
             self.decoding = False
         if self._transcriber is transcriber:  # still this turn's, still open
             self._previews = {transcriber.turn_id: (transcriber, final)}
-            self.emit(PartialTranscript(final.turn_id, final.t, transcriber.revision, final.text, "",
-                                        complete=True))
+            self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t))
 
     def _resume(self, event: TurnResumed) -> None:
         """The turn declared ended goes on: its transcriber (with all it heard) listens again."""
@@ -184,7 +190,7 @@ class StreamingAsr(Stage):
             return
         transcriber = self._finished[1]
         self._finished = None
-        self._transcriber = transcriber
+        self._transcriber, self._paused = transcriber, False
         self._hops = asyncio.get_running_loop().create_task(self._hop_loop(transcriber))
 
     async def _final_or_report(self, detached) -> None:
@@ -232,7 +238,7 @@ class StreamingAsr(Stage):
         next_tick = loop.time() + hop
         while True:
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            if self._pending and self._transcriber is transcriber:
+            if self._pending and self._transcriber is transcriber and not self._paused:
                 audio = self._take_audio()
 
                 def step() -> PartialTranscript:

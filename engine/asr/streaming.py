@@ -8,11 +8,15 @@ Utterances longer than the model's window are trimmed at a pause whose text is a
 that text moves to `finalized` and into the prompt, so nothing is lost or repeated. Only when a
 whole window passes without such a pause does it cut at the last pause heard (or, failing that,
 where the last hypothesis ended), where a word at the cut may be split.
+
+`preview_final()` computes the final transcript during a silence without changing the state;
+`finish()` then returns it without decoding again if no audio was appended (and no hop ran)
+since, and decodes as usual otherwise.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -92,6 +96,18 @@ class _Pause:
     tokens: tuple[int, ...]  # the window's hypothesis at that hop
 
 
+@dataclass(frozen=True)
+class _Preview:
+    """A final transcript computed ahead, and the state `finish()` would have left."""
+    final: FinalTranscript
+    state: dict[str, Any]
+    decodes: tuple[Hypothesis, ...]  # what the final decode added to `decodes`
+
+
+_STATE = ("audio", "window_start", "finalized", "committed", "previous", "pauses", "revision", "trims",
+          "_decoded_until")
+
+
 class StreamingTranscriber:
     def __init__(self, backend: AsrBackend, config: StreamingConfig = StreamingConfig(), *,
                  turn_id: int = 0, start_time: float = 0.0, history: str = "") -> None:
@@ -109,16 +125,21 @@ class StreamingTranscriber:
         self.trims = 0
         self._decoded_until = 0  # absolute sample up to which the last hypothesis heard
         self.decodes: list[Hypothesis] = []
+        self._preview: _Preview | None = None  # valid until audio is appended or a hop runs
 
     @property
     def samples_heard(self) -> int:
         return self.window_start + len(self.audio)
 
     def append(self, samples: np.ndarray) -> None:
-        self.audio = np.concatenate([self.audio, check_audio(samples)])
+        samples = check_audio(samples)
+        if len(samples):
+            self._preview = None
+        self.audio = np.concatenate([self.audio, samples])
 
     def hop(self) -> PartialTranscript:
         """Decode what was heard so far and return the next partial transcript."""
+        self._preview = None
         current = self._decode()
         if self.trims or len(self.audio) >= self.config.commit_after_s * SAMPLE_RATE:
             self.committed = list(current[: self.policy.committed_length(len(self.committed), self.previous, current)])
@@ -130,27 +151,40 @@ class StreamingTranscriber:
                                  committed=text.decode(self.finalized + self.committed).strip(),
                                  tentative=text.decode(current[len(self.committed):]).strip())
 
+    def preview_final(self) -> FinalTranscript:
+        """The transcript `finish()` would return now, computed without changing the state (a
+        speculative final during a silence). `finish()` reuses it while no audio is appended."""
+        if self._preview is None:
+            before = self._snapshot()
+            n = len(self.decodes)
+            final = self._finish()
+            self._preview = _Preview(final, self._snapshot(), tuple(self.decodes[n:]))
+            self._restore(before)
+            del self.decodes[n:]
+        return self._preview.final
+
     def finish(self) -> FinalTranscript:
         """The final transcript: one more decode, consistent with everything committed (or, with
-        `final_redecode` and nothing trimmed yet, of the whole window afresh)."""
+        `final_redecode` and nothing trimmed yet, of the whole window afresh). A `preview_final()`
+        made since the last append or hop is returned as it is, without decoding again."""
+        preview, self._preview = self._preview, None
+        if preview is not None:
+            self._restore(preview.state)
+            self.decodes.extend(preview.decodes)
+            return preview.final
+        return self._finish()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, list) else v) for k in _STATE for v in (getattr(self, k),)}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, list(v) if isinstance(v, list) else v)
+
+    def _finish(self) -> FinalTranscript:
         if self.config.final_redecode and not self.trims:
             self.committed = []
         current = self._decode()
-        return FinalTranscript(turn_id=self.turn_id, t=self._time(),
-                               text=self.backend.text.decode(self.finalized + current).strip())
-
-    def preview_final(self) -> FinalTranscript:
-        """What `finish()` would say now, without ending anything: hops may follow (the user
-        speaks again) and the committed words stay as they were. Also advances the revision,
-        so a transcript built from it supersedes the partials before it."""
-        committed = self.committed
-        if self.config.final_redecode and not self.trims:
-            self.committed = []
-        try:
-            current = self._decode()
-        finally:
-            self.committed = committed
-        self.revision += 1
         return FinalTranscript(turn_id=self.turn_id, t=self._time(),
                                text=self.backend.text.decode(self.finalized + current).strip())
 

@@ -54,12 +54,14 @@ def voice_settings(split: str, rng: random.Random) -> VoiceSetting:
                         noise=rng.uniform(0.0, 0.02))
 
 
-def speak(text: str, setting: VoiceSetting, noise_seed: int, executable: str = "espeak-ng") -> np.ndarray:
-    """16 kHz float32 samples of `text` in `setting`, with its noise (drawn from `noise_seed`) mixed in."""
+def speak(text: str, setting: VoiceSetting, noise_seed: int, executable: str = "espeak-ng",
+          ssml: bool = False) -> np.ndarray:
+    """16 kHz float32 samples of `text` in `setting`, with its noise (drawn from `noise_seed`) mixed in.
+    `ssml`: `text` is SSML (e.g. a `<break time="500ms"/>` inside a sentence)."""
     import soxr
 
     try:
-        done = subprocess.run([executable, *setting.arguments(), "--stdout", text],
+        done = subprocess.run([executable, *setting.arguments(), *(["-m"] if ssml else []), "--stdout", text],
                               capture_output=True, check=True, timeout=30)
     except FileNotFoundError:
         raise ForesayError(f"{executable} is not installed; the demo speech data needs espeak-ng") from None

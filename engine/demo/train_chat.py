@@ -39,6 +39,10 @@ class ChatTrainConfig:
     steps: optimizer steps; batch_size: dialogues per step.
     lr: peak AdamW learning rate (linear warmup over `warmup` steps, cosine decay to 10%).
     truncate_prob: share of dialogues whose last user turn is cut off (reply unchanged).
+    end_of_message: also learn where a user message ends (`<|im_end|>` after a whole request,
+        the cut-off words' next token after a cut one), so P(end of turn) means something.
+    unpunctuated_prob: share of the other dialogues whose last request loses its final
+        punctuation, so that P(end of turn) rests on the words, not only on a "?" or ".".
     threads: torch CPU threads (0: torch's default).
     stop_at: stop after this many steps of the `steps`-long schedule (None: run it all); with
         `checkpoint_every`, the model is also saved every that many steps, so a run on a busy
@@ -51,14 +55,17 @@ class ChatTrainConfig:
     warmup: int = 40
     weight_decay: float = 0.01
     truncate_prob: float = 0.3
+    end_of_message: bool = True
+    unpunctuated_prob: float = 0.25
     threads: int = 2
     stop_at: int | None = None
     checkpoint_every: int = 0
 
     def __post_init__(self):
         check_schedule("chat training", self)
-        if not 0 <= self.truncate_prob <= 1:
-            raise ForesayError("chat training: truncate_prob must lie in [0, 1]")
+        for name in ("truncate_prob", "unpunctuated_prob"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ForesayError(f"chat training: {name} must lie in [0, 1]")
 
 
 def build_demo_tokenizer(system_prompt: str, seed: int):
@@ -134,7 +141,8 @@ def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: D
         [{"role": "system", "content": system_prompt}], tokenize=False), add_special_tokens=False)
 
     dialogues = DialogueGenerator(domain, "train").dialogues(config.steps * config.batch_size)
-    examples = encoder.training_examples(dialogues, config.truncate_prob, rng)
+    examples = encoder.training_examples(dialogues, config.truncate_prob, rng, config.end_of_message,
+                                         config.unpunctuated_prob, random.Random(f"{config.seed}:punctuation"))
     _shared_prefix(examples, prefix)
     if resume is None:
         model = Qwen2ForCausalLM(qwen2_config(DEMO_CHAT_SPEC, tok))

@@ -21,7 +21,7 @@ from typing import Callable
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
-                                   PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
+                                   PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
                                    SpeechStarted, StatusMessage, TurnClosed, TurnResumed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
@@ -31,16 +31,18 @@ from foresay.engine.stage import Stage
 log = logging.getLogger(__name__)
 
 
-def partial_prompt(event: PartialTranscript) -> str:
-    """The committed words plus the tentative ones, without a last word that may still grow
-    (all of them when the transcript is complete)."""
+def partial_prompt(event: PartialTranscript | PausedTranscript) -> str:
+    """The committed words plus the tentative ones, without a last word that may still grow;
+    all of a paused transcript (the voice stopped: its last word is whole)."""
+    if isinstance(event, PausedTranscript):
+        return " ".join(event.text.split())
     tentative = event.tentative.split()
-    return " ".join(event.committed.split() + (tentative if event.complete else tentative[:-1]))
+    return " ".join(event.committed.split() + tentative[:-1])
 
 
 class PredGenStage(Stage):
-    consumes = (SpeechStarted, PartialTranscript, FinalTranscript, ReplyStarted, ReplyHeard, Interrupt,
-                TurnResumed)
+    consumes = (SpeechStarted, PartialTranscript, PausedTranscript, FinalTranscript, ReplyStarted, ReplyHeard,
+                Interrupt, TurnResumed)
     name = "language model"
 
     def __init__(self, conv: Conversation, emit: Callable[[Event], None],
@@ -59,7 +61,7 @@ class PredGenStage(Stage):
         self.yield_to = yield_to
         self.turn: PredGenTurn | None = None   # created and used on the worker thread only
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foresay-llm")
-        self._newest: PartialTranscript | None = None
+        self._newest: PartialTranscript | PausedTranscript | None = None
         self._speculation: asyncio.Task | None = None
         self._reply: asyncio.Task | None = None
         self._reply_turn: int | None = None   # the turn being answered, until it is closed
@@ -83,7 +85,7 @@ class PredGenStage(Stage):
             if self._reply_turn is not None and self._reply_turn < event.turn_id \
                     and self._reply_turn not in self._heard_from:
                 self.emit(Interrupt(self._reply_turn, event.t))  # not heard yet: the words carry over
-        elif isinstance(event, PartialTranscript):
+        elif isinstance(event, (PartialTranscript, PausedTranscript)):
             self.on_partial(event)
         elif isinstance(event, FinalTranscript):
             self._spawn(self._answer(event))
@@ -143,7 +145,7 @@ class PredGenStage(Stage):
     def _prompt_text(self, text: str) -> str:
         return " ".join(s for s in (self._carried, text) if s.strip())
 
-    def on_partial(self, event: PartialTranscript) -> None:
+    def on_partial(self, event: PartialTranscript | PausedTranscript) -> None:
         if not self.speculate or event.turn_id < self._latest_turn:
             return
         self._loop = asyncio.get_running_loop()
@@ -171,10 +173,12 @@ class PredGenStage(Stage):
                 self._unspeculated = event.turn_id
                 self.emit(StatusMessage(0, self.clock(), f"speculation stopped for this turn: {exc}", "warning"))
                 continue
-            if not record.stale and record.passes:
+            paused = isinstance(event, PausedTranscript)  # its estimate matters even when no pass ran
+            if not record.stale and (record.passes or paused and record.p_end_of_turn is not None):
+                until = event.audio_until_t if isinstance(event, PausedTranscript) else None
                 self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
                                        record.accepted, record.p_end_of_turn or 0.0,
-                                       record.accepted_text, record.rejected_text, record.new_text))
+                                       record.accepted_text, record.rejected_text, record.new_text, until))
 
     async def settled(self) -> None:
         """Wait until every partial received so far has been processed (or dropped as stale)."""

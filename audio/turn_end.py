@@ -1,0 +1,160 @@
+"""The end-of-turn decision: at each silent frame, has the user finished?
+
+`TurnEndDecision` is a hangover policy (see `hangover`) that decides from everything known:
+
+- the newest P(end of turn) for this turn, from PredGen's verification pass over the newest
+  transcript (`update(p, turn_id, revision=, audio_until_t=)`). An estimate counts only for the
+  turn it names, a newer revision supersedes an older one, and an estimate counts only when its
+  transcript heard all the voiced audio so far (`audio_until_t` at or after the last voiced
+  frame): the words after it may change the answer, and an estimate that does not say what it
+  heard (a partial's, whose prompt leaves out a last word that may still grow) is not known to be
+  current. Without a current estimate the decision waits `no_estimate_s`;
+- the silence so far (the endpointer compares it with `hangover_s()` on every frame);
+- optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
+  its own probability that the turn has ended (a prosody cue, a small audio turn model). They are
+  combined with the LLM's estimate in log-odds, each with its weight.
+
+The wait follows the combined probability p: `complete_s` when p >= `complete_p` ("sounds
+finished"), `incomplete_s` when p <= `incomplete_p` ("sounds unfinished"), and in between
+linear in log-odds. It is never shorter than `min_silence_s` (stop consonants and breaths are
+silent for tens of ms inside words).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocks import SAMPLE_RATE
+from .hangover import HangoverPolicy
+
+VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure")
+
+
+@dataclass(frozen=True)
+class TurnEndConfig:
+    """Thresholds of the end-of-turn decision (seconds of silence after the last voiced frame).
+
+    complete_p: P(end of turn) at or above this sounds finished: wait `complete_s`.
+    incomplete_p: at or below this sounds unfinished: wait `incomplete_s`.
+    no_estimate_s: the wait while no current estimate exists for the turn.
+    min_silence_s: no wait is shorter (a silence inside a word is not an end).
+    llm_weight: weight of the LLM's estimate when cues are combined with it (log-odds).
+    """
+    complete_p: float = 0.5
+    incomplete_p: float = 0.05
+    complete_s: float = 0.25
+    incomplete_s: float = 1.0
+    no_estimate_s: float = 0.8
+    min_silence_s: float = 0.1
+    llm_weight: float = 1.0
+
+    def __post_init__(self):
+        if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
+            raise ValueError("turn end: need 0 < incomplete_p < complete_p < 1")
+        if not 0.0 < self.min_silence_s <= self.complete_s <= self.no_estimate_s <= self.incomplete_s:
+            raise ValueError("turn end: need 0 < min_silence_s <= complete_s <= no_estimate_s <= incomplete_s")
+        if self.llm_weight < 0:
+            raise ValueError("turn end: llm_weight must not be negative")
+
+
+@dataclass(frozen=True)
+class TurnEndView:
+    """What the decision rests on now, for meters: `verdict` is one of VERDICTS."""
+    turn_id: int | None
+    p_end_of_turn: float | None   # the combined estimate; None: none current
+    wait_s: float                 # the silence this estimate asks for
+    verdict: str
+
+
+class TurnEndCue:
+    """A cue from the audio. `observe` sees every frame of an open turn (capture order);
+    `p_end()` is its probability that the turn has ended, or None when it has no opinion.
+    `weight` is its weight in the log-odds combination."""
+    weight: float = 1.0
+
+    def begin_turn(self, turn_id: int) -> None:
+        pass
+
+    def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
+        pass
+
+    def p_end(self) -> float | None:
+        return None
+
+
+def _logit(p: float) -> float:
+    p = min(1 - 1e-6, max(1e-6, p))
+    return math.log(p / (1 - p))
+
+
+class TurnEndDecision(HangoverPolicy):
+    def __init__(self, config: TurnEndConfig | None = None, cues: tuple[TurnEndCue, ...] = ()):
+        self.config = config or TurnEndConfig()
+        self.cues = tuple(cues)
+        self._turn_id: int | None = None
+        self._p_llm: float | None = None
+        self._revision = -1
+        self._heard_until: float | None = None  # audio time the estimate's transcript covered
+        self._last_voiced_t: float | None = None
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def begin_turn(self, turn_id: int) -> None:
+        self._turn_id = turn_id
+        self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
+        for cue in self.cues:
+            cue.begin_turn(turn_id)
+
+    def update(self, p_end_of_turn: float, turn_id: int | None = None, revision: int | None = None,
+               audio_until_t: float | None = None) -> None:
+        if turn_id is not None and turn_id != self._turn_id:
+            return  # a late estimate about another turn
+        if revision is not None:
+            if revision < self._revision:
+                return
+            self._revision = revision
+        self._p_llm = min(1.0, max(0.0, float(p_end_of_turn)))
+        self._heard_until = audio_until_t
+
+    def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
+        if voiced:
+            self._last_voiced_t = t + len(frame) / SAMPLE_RATE
+        for cue in self.cues:
+            cue.observe(frame, voiced, t)
+
+    # --- the decision ---------------------------------------------------------------------------
+
+    def current_p(self) -> float | None:
+        """The combined P(end of turn) of the current estimate and the cues (None: no opinion)."""
+        terms = []
+        fresh = self._p_llm is not None and self._heard_until is not None and (
+            self._last_voiced_t is None or self._heard_until >= self._last_voiced_t - 0.02)
+        if fresh:
+            terms.append((self.config.llm_weight, _logit(self._p_llm)))
+        for cue in self.cues:
+            p = cue.p_end()
+            if p is not None:
+                terms.append((cue.weight, _logit(p)))
+        total = sum(w for w, _ in terms)
+        if not terms or total <= 0:
+            return None
+        return 1 / (1 + math.exp(-sum(w * x for w, x in terms) / total))
+
+    def view(self) -> TurnEndView:
+        c = self.config
+        p = self.current_p()
+        if p is None:
+            return TurnEndView(self._turn_id, None, c.no_estimate_s, "listening")
+        if p >= c.complete_p:
+            wait, verdict = c.complete_s, "sounds finished"
+        elif p <= c.incomplete_p:
+            wait, verdict = c.incomplete_s, "sounds unfinished"
+        else:
+            frac = (_logit(p) - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
+            wait, verdict = c.incomplete_s + frac * (c.complete_s - c.incomplete_s), "unsure"
+        return TurnEndView(self._turn_id, p, max(c.min_silence_s, wait), verdict)
+
+    def hangover_s(self) -> float:
+        return self.view().wait_s

@@ -1,0 +1,110 @@
+"""`foresay bench turns`: truth sets from espeak-ng, and the scoring of what the live path did."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from foresay.app.bench_turns import Observed, Recording, TruthTurn, read_set, score
+from foresay.app.cli import main
+from foresay.engine.demo.turn_sets import build_set, pause_point
+from foresay.engine.errors import ForesayError
+
+
+def test_scoring_counts_cutoffs_resumed_turns_and_delays_from_the_truth(tmp_path):
+    truth = (TruthTurn(0.5, 2.0, "set a timer for ten minutes"), TruthTurn(4.0, 5.0, "thank you"))
+    rec = Recording(tmp_path / "x.wav", truth)
+    obs = Observed(started={1: 0.52, 2: 4.01},
+                   # turn 1 is declared ended in its pause at 1.4 s, resumed, then ends 0.2 s late
+                   ends=[(1, 1.4, 1.2), (1, 2.2, 1.98), (2, 5.3, 4.97)],
+                   resumed=[(1, 1.5)],
+                   finals=[(1, "set a timer"), (1, "set a timer for ten minutes"), (2, "thank")],
+                   metrics={1: {"asr_final_ms": 20.0, "voice_to_voice_ms": 300.0},
+                            2: {"asr_final_ms": 40.0, "voice_to_voice_ms": 400.0}})
+    report = score([rec], [obs])
+    assert report["turns_expected"] == 2 and report["turns_found"] == 2
+    assert report["premature_cutoffs"] == 1 and report["premature_recovered"] == 1 and report["resumed"] == 1
+    assert report["endpoint_delay_ms"]["median"] == pytest.approx(250.0)   # 200 and 300 ms
+    # voice-to-voice from the truth end: 300 - 20 and 400 - 30
+    assert report["voice_to_voice_ms"]["median"] == pytest.approx(325.0)
+    assert report["asr_final_ms"]["median"] == pytest.approx(30.0)
+    assert report["wer"] == pytest.approx(1 / 8)
+    # the rest of a cut-off request as a turn of its own: a cut-off, not recovered
+    obs = Observed(started={1: 0.52, 2: 1.6}, ends=[(1, 1.4, 1.2), (2, 2.3, 1.98)], finals=[(1, "set a timer for"),
+                   (2, "ten minutes")])
+    report = score([Recording(rec.audio, truth[:1])], [obs])
+    assert (report["premature_cutoffs"], report["premature_recovered"], report["resumed"]) == (1, 0, 0)
+    assert report["endpoint_delay_ms"]["median"] == pytest.approx(300.0) and report["wer"] == 0
+
+
+def test_truth_sets_are_checked(tmp_path):
+    bad = tmp_path / "set.jsonl"
+    bad.write_text('{"audio": "missing.wav", "turns": []}\n')
+    with pytest.raises(ForesayError, match="does not exist"):
+        read_set(bad)
+    (tmp_path / "a.wav").write_bytes(b"")
+    bad.write_text('{"audio": "a.wav", "turns": [{"start_s": 2, "end_s": 1}]}\n')
+    with pytest.raises(ForesayError, match="ends before it starts"):
+        read_set(bad)
+    bad.write_text('{"audio": "a.wav"}\n')
+    with pytest.raises(ForesayError, match="expected"):
+        read_set(bad)
+
+
+def test_pauses_go_where_the_words_so_far_are_not_a_whole_request():
+    import random
+    rng = random.Random(0)
+    for _ in range(20):
+        k = pause_point("Set a timer for 5 minutes for the pasta.", rng)
+        assert k is not None and "Set a timer for 5 minutes".split() != "Set a timer for 5 minutes for the pasta.".split()[:k]
+
+
+@pytest.fixture(scope="module")
+def two_recordings(tmp_path_factory):
+    """A complete request, and one with a 0.7 s pause inside it, as one set."""
+    tmp = tmp_path_factory.mktemp("turns")
+    build_set(tmp / "c", 1)
+    build_set(tmp / "p", 1, pause=(0.7, 0.7))
+    lines = [json.loads((tmp / d / "set.jsonl").read_text()) for d in ("c", "p")]
+    lines[0]["audio"], lines[1]["audio"] = "c/" + lines[0]["audio"], "p/" + lines[1]["audio"]
+    both = tmp / "both.jsonl"
+    both.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return both
+
+
+def test_bench_turns_replays_a_set_through_the_live_path(two_recordings, tmp_path):
+    """With a fixed 0.35 s hangover the pause is cut off, the user goes on within the recovery
+    window, and the same turn resumes."""
+    truth = read_set(two_recordings)[0].turns[0]
+    assert 0.5 <= truth.end_s - truth.start_s <= 5
+    out = tmp_path / "report.json"
+    assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--fast", "--json", str(out),
+                 "--set", "app.adaptive_endpointing=false", "--set", "audio.fixed_hangover_s=0.35"]) == 0
+    report = json.loads(out.read_text())
+    assert set(report) >= {"turns_expected", "turns_found", "premature_cutoffs", "resumed", "endpoint_delay_ms",
+                           "asr_final_ms", "voice_to_voice_ms", "wer"}
+    assert report["turns_expected"] == 2 and report["turns_found"] == 2
+    assert report["premature_cutoffs"] == 1 and report["premature_recovered"] == 1 and report["resumed"] == 1
+    # the end comes one hangover after the last voiced frame, which the VAD finds at most ~0.2 s
+    # before the truth end (its quiet tail); unpaced, the wall-clock figures are not reported
+    assert 150 <= report["endpoint_delay_ms"]["median"] <= 400
+    assert report["asr_final_ms"]["median"] is None and report["voice_to_voice_ms"]["median"] is None
+
+
+def test_the_decision_alone_recovers_every_cutoff_and_loses_no_word(two_recordings, tmp_path):
+    """The endpointer and the decision fed as the pipeline is to feed them: the transcript at the
+    pause through its last word, its P(end of turn) from PredGen's verification. Whatever the
+    model estimates, a cut-off request resumes as the same turn, and its last end comes after
+    all of its speech. (Which words the demo Whisper hears in audio with a long pause inside is
+    its own matter: it was trained on unbroken requests.)"""
+    out = tmp_path / "decision.json"
+    assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--decision-only",
+                 "--estimate-ms", "60", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["turns_found"] == 2 and report["premature_cutoffs"] == report["premature_recovered"]
+    for rec in report["recordings"]:
+        assert len({turn for turn, _, _ in rec["ends"]}) == 1    # one turn, however often resumed
+        assert rec["ends"][-1][1] > rec["truth_end_s"][0]         # its end after all of its speech
+    truth = read_set(two_recordings)[0].turns[0].text
+    assert report["recordings"][0]["heard"] == [truth]            # the complete request, word for word
+    assert report["speculative_ms"]["median"] is not None and report["asr_final_ms"]["median"] is not None

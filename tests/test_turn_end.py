@@ -1,0 +1,173 @@
+"""The end-of-turn decision and early-endpoint recovery, on espeak-ng speech.
+
+The test plays the pipeline's part: on `VoicePaused` it hands the policy an estimate of P(end of
+turn) for the transcript of all audio so far, as PredGen would after an ASR hop.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from audio_kit import speech_clip
+
+from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
+from foresay.audio.endpoint import Endpointer, EndpointerConfig, Mode
+from foresay.audio.hangover import FixedHangover
+from foresay.audio.turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision
+from foresay.audio.vad import WebRtcVad
+from foresay.engine.events import (EndOfTurnEstimate, SpeechStarted, TurnEnded, TurnResumed, VoicePaused,
+                                   VoiceResumed)
+
+T0 = 100.0
+FRAME = 0.030
+CONFIG = TurnEndConfig(complete_s=0.25, incomplete_s=1.0, no_estimate_s=0.6)
+
+
+def run(x, p_at_pause=None, config=EndpointerConfig(), policy=None, stale=False):
+    """Feed `x`; on each VoicePaused give `p_at_pause(n)` (n-th pause) for the audio heard so far."""
+    policy = policy or TurnEndDecision(CONFIG)
+    ep = Endpointer(WebRtcVad(2, 30), config, policy=policy)
+    events, pauses = [], 0
+    for i in range(0, len(x), 320):
+        for e in ep.push(AudioBlock(x[i:i + 320], T0 + i / SAMPLE_RATE)):
+            events.append(e)
+            if isinstance(e, VoicePaused) and p_at_pause is not None:
+                heard = e.last_voiced_t - (0.2 if stale else 0.0)
+                policy.update(p_at_pause(pauses), e.turn_id, revision=pauses, audio_until_t=heard)
+                pauses += 1
+    return ep, events + ep.finish()
+
+
+def ended(events):
+    return [e for e in events if isinstance(e, TurnEnded)]
+
+
+@pytest.fixture(scope="module")
+def request_clip(tmp_path_factory):
+    return speech_clip(tmp_path_factory.mktemp("req"), "What is the capital of France?", before_s=0.5,
+                       after_s=2.0)
+
+
+@pytest.fixture(scope="module")
+def paused_clip(tmp_path_factory):
+    """'Set a timer for' ... 0.6 s ... 'ten minutes.' as one recording; (samples, pause start, resume)."""
+    tmp = tmp_path_factory.mktemp("paused")
+    a = speech_clip(tmp, "Set a timer for", before_s=0.5, after_s=0.0)
+    b = speech_clip(tmp, "ten minutes.", before_s=0.0, after_s=2.0, seed=1)
+    gap = np.random.default_rng(2).normal(0, 10 ** (-55 / 20), int(0.6 * SAMPLE_RATE)).astype(np.float32)
+    return np.concatenate([a.samples, gap, b.samples]), a.speech_end, a.speech_end + 0.6
+
+
+def test_a_complete_request_ends_fast_and_a_cut_one_waits(request_clip):
+    x, end = request_clip.samples, request_clip.speech_end
+    _, events = run(x, lambda n: 0.97)
+    [e] = ended(events)
+    assert abs(e.last_voiced_t - T0 - end) <= FRAME + 1e-6
+    assert CONFIG.complete_s - 1e-6 <= e.t - e.last_voiced_t < CONFIG.complete_s + FRAME
+    _, events = run(x, lambda n: 0.01)
+    [e] = ended(events)
+    assert CONFIG.incomplete_s - 1e-6 <= e.t - e.last_voiced_t < CONFIG.incomplete_s + FRAME
+    # no estimate, or one whose transcript did not hear the last words: the middle wait
+    for p, stale in ((None, False), (lambda n: 0.97, True)):
+        _, events = run(x, p, stale=stale)
+        [e] = ended(events)
+        assert CONFIG.no_estimate_s - 1e-6 <= e.t - e.last_voiced_t < CONFIG.no_estimate_s + FRAME
+
+
+def test_voice_pauses_are_reported_once_per_pause_and_estimates_in_words(request_clip):
+    _, events = run(request_clip.samples, lambda n: 0.97)
+    paused = [e for e in events if isinstance(e, VoicePaused)]
+    assert paused and all(p.t - p.last_voiced_t == pytest.approx(0.15, abs=FRAME) for p in paused)
+    # every pause but the last is followed by voice again, inside the same turn
+    assert len([e for e in events if isinstance(e, VoiceResumed)]) == len(paused) - 1
+    verdicts = [e.verdict for e in events if isinstance(e, EndOfTurnEstimate)]
+    assert verdicts[0] == "listening" and verdicts[-1] == "sounds finished"
+    _, events = run(request_clip.samples, lambda n: 0.01)
+    assert [e.verdict for e in events if isinstance(e, EndOfTurnEstimate)][-1] == "sounds unfinished"
+
+
+def test_speech_resumed_after_an_early_end_joins_the_same_turn_with_all_its_audio(paused_clip):
+    x, pause_at, resume_at = paused_clip
+    # the pause sounds finished (wrongly): the end comes early, then the user goes on
+    ep, events = run(x, lambda n: 0.97)
+    kinds = [type(e).__name__ for e in events if isinstance(e, (SpeechStarted, TurnEnded, TurnResumed))]
+    assert kinds == ["SpeechStarted", "TurnEnded", "TurnResumed", "TurnEnded"]
+    first_end, resumed, last_end = [e for e in events if isinstance(e, (TurnEnded, TurnResumed))]
+    assert first_end.turn_id == resumed.turn_id == last_end.turn_id == 1
+    assert first_end.t - T0 < resume_at and resumed.ended_t == first_end.t
+    assert abs(resumed.t - T0 - resume_at) <= 2 * FRAME
+    turn = ep.turn
+    assert turn.resumed == 1 and not turn.is_open
+    # the turn's audio is the recording from its first kept sample on, without a gap
+    a = int(round((turn.audio_start_t(trimmed=False) - T0) * SAMPLE_RATE))
+    audio = turn.audio(trimmed=False)
+    assert np.array_equal(audio, x[a:a + len(audio)])
+    assert (a + len(audio)) / SAMPLE_RATE >= last_end.last_voiced_t - T0
+    # the trimmed audio holds both parts
+    assert len(turn.audio()) / SAMPLE_RATE >= last_end.last_voiced_t - T0 - pause_at + 0.3
+
+
+def test_the_same_pause_is_waited_out_when_the_request_sounds_unfinished(paused_clip):
+    x, _, _ = paused_clip
+    _, events = run(x, lambda n: 0.01 if n == 0 else 0.97)
+    assert not any(isinstance(e, TurnResumed) for e in events)
+    assert len(ended(events)) == 1
+
+
+def test_speech_after_the_recovery_window_is_a_new_turn(paused_clip):
+    x, _, _ = paused_clip
+    _, events = run(x, lambda n: 0.97, EndpointerConfig(resume_window_s=0.2))
+    assert [e.turn_id for e in ended(events)] == [1, 2]
+    assert not any(isinstance(e, TurnResumed) for e in events)
+
+
+def test_fixed_hangover_still_works_and_push_to_talk_never_resumes(paused_clip):
+    x, _, _ = paused_clip
+    _, events = run(x, None, policy=FixedHangover(0.3))
+    assert any(isinstance(e, TurnResumed) for e in events) and len({e.turn_id for e in ended(events)}) == 1
+    ep = Endpointer(WebRtcVad(2, 30), EndpointerConfig(mode=Mode.PUSH_TO_TALK))
+    ep.gate.press(T0 + 0.1)
+    ep.gate.release(T0 + 1.0)
+    ep.gate.press(T0 + 1.3)
+    ep.gate.release(T0 + 2.5)
+    events = []
+    for i in range(0, len(x), 320):
+        events += ep.push(AudioBlock(x[i:i + 320], T0 + i / SAMPLE_RATE))
+    assert [e.turn_id for e in ended(events)] == [1, 2]
+
+
+class ConstantCue(TurnEndCue):
+    def __init__(self, p, weight=1.0):
+        self.p, self.weight = p, weight
+
+    def p_end(self):
+        return self.p
+
+
+def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_estimates():
+    policy = TurnEndDecision(CONFIG)
+    policy.begin_turn(3)
+    assert policy.view().verdict == "listening" and policy.hangover_s() == CONFIG.no_estimate_s
+    policy.update(0.9, 4, audio_until_t=1.0)   # another turn's estimate
+    assert policy.view().p_end_of_turn is None
+    policy.update(0.9, 3)                        # says nothing of what it heard: not current
+    assert policy.view().p_end_of_turn is None
+    policy.update(0.9, 3, revision=5, audio_until_t=1.0)
+    assert policy.view().verdict == "sounds finished" and policy.hangover_s() == CONFIG.complete_s
+    policy.update(0.01, 3, revision=4, audio_until_t=1.0)    # older than the newest revision: ignored
+    assert policy.hangover_s() == CONFIG.complete_s
+    policy.update(0.01, 3, revision=6, audio_until_t=1.0)
+    assert policy.view().verdict == "sounds unfinished" and policy.hangover_s() == CONFIG.incomplete_s
+    policy.update(0.2, 3, revision=7, audio_until_t=1.0)
+    assert policy.view().verdict == "unsure" and CONFIG.complete_s < policy.hangover_s() < CONFIG.incomplete_s
+    # a cue alone decides when the LLM has no estimate; with equal weights they meet in log-odds
+    cued = TurnEndDecision(CONFIG, cues=(ConstantCue(0.9),))
+    cued.begin_turn(1)
+    assert cued.view().p_end_of_turn == pytest.approx(0.9)
+    cued.update(0.1, 1, audio_until_t=1.0)
+    assert cued.view().p_end_of_turn == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        TurnEndConfig(complete_p=0.2, incomplete_p=0.5)
+    with pytest.raises(ValueError):
+        TurnEndConfig(complete_s=0.05, min_silence_s=0.1)
+    with pytest.raises(ValueError):
+        EndpointerConfig(resume_window_s=-1)
