@@ -58,7 +58,7 @@ class EndpointerConfig:
     start_window_ms: int = 300   # ... lies within this window
     preroll_ms: int = 300        # audio kept before the first voiced frame
     tail_ms: int = 150           # audio kept after the last voiced frame when trimming
-    max_turn_s: float = 60.0     # a turn is ended after this long, paused or not
+    max_turn_s: float = 60.0     # a turn is ended after this long, at its next unvoiced frame
     energy_margin_db: float = 10.0  # a voiced frame must also be this far above the noise
                                  # floor (0 disables); trims the VAD's own overhang
     pause_ms: int = 150          # silence after voice that makes a VoicePaused event (as long as
@@ -302,7 +302,10 @@ class Endpointer:
             if not voiced and silence >= self.policy.hangover_s() - 1e-9:
                 events.append(self._end_turn(t_end, resumable=True))
                 return
-        if t_end - turn.start_t >= self.config.max_turn_s:
+        # A turn that runs past max_turn_s ends at its next unvoiced frame, between words, not
+        # inside one; only speech that never leaves a gap is cut after a grace of 5 s more.
+        length = t_end - turn.start_t
+        if length >= self.config.max_turn_s and (not voiced or length >= self.config.max_turn_s + 5.0):
             events.append(self._end_turn(t_end))
 
     # --- turns ------------------------------------------------------------------------------

@@ -234,3 +234,19 @@ def test_config_validation():
         VadConfig(kind="webrtc", frame_ms=25)
     with pytest.raises(ValueError):
         WebRtcVad(2, 30).is_speech(np.zeros(100, np.float32))
+
+
+def test_a_turn_past_max_turn_s_ends_between_words_not_inside_one(tmp_path):
+    """Continuous speech longer than max_turn_s is cut at a gap between words, so no word is
+    split across two turns."""
+    clip = speech_clip(tmp_path, "One two three four five six seven eight nine ten eleven twelve.",
+                       before_s=0.5, after_s=1.0)
+    ep = Endpointer(WebRtcVad(2, 10), EndpointerConfig(max_turn_s=1.5), FixedHangover(5.0))
+    events = feed(ep, clip.samples, finish=False)
+    ends = [e for e in events if isinstance(e, TurnEnded)]
+    assert ends, "the forced end happened"
+    x = clip.samples
+    t = ends[0].t - T0
+    frame = x[int((t - 0.01) * SAMPLE_RATE): int(t * SAMPLE_RATE)]
+    assert not WebRtcVad(2, 10).is_speech(frame) or float(np.sqrt(np.mean(frame ** 2))) < 0.01
+    assert ends[0].t - T0 >= 1.5 + clip.speech_start - 0.05

@@ -13,8 +13,9 @@ from foresay.audio.endpoint import Endpointer, EndpointerConfig
 from foresay.audio.hangover import FixedHangover
 from foresay.audio.listener import Listener
 from foresay.audio.vad import WebRtcVad
-from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted,
-                                   SpeechStarted, TurnClosed, TurnEnded, UserAudio)
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript,
+                                   ReplyDone, ReplyHeard, ReplyStarted, SpeechStarted, TurnClosed,
+                                   TurnEnded, UserAudio)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stage import PredGenStage
 from foresay.engine.predgen.turn import PredGenConfig
