@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     parser.add_argument("out", help="the .gguf file to write")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     args = parser.parse_args(argv)
-    from foresay.engine.llm import LLMConfig, resolve_model_path
+    from foresay.engine.llm import LLMConfig
+    from foresay.engine.model_source import resolve_model_path
     source = resolve_model_path(LLMConfig(model=args.model))
     print(export_gguf(source, args.out, args.dtype))
     return 0

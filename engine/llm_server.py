@@ -20,7 +20,8 @@ import torch
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
-from foresay.engine.llm import ChatText, ForwardStats, LLMConfig, load_tokenizer, resolve_model_source
+from foresay.engine.llm import ChatText, ForwardStats, LLMConfig
+from foresay.engine.model_source import load_tokenizer, resolve_model_source
 from foresay.engine.server_http import CompletionsClient, ServerError
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ import pytest
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_chat import answer
 from foresay.engine.errors import ForesayError, ModelUnavailable
-from foresay.engine.llm import LLMConfig, declared_history_turns, load_llm
+from foresay.engine.llm import LLMConfig, load_llm
+from foresay.engine.model_source import declared_history_turns
 from foresay.engine.predgen.conversation import Conversation
 
 

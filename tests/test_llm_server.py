@@ -4,7 +4,8 @@ import torch
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.gguf_export import export_gguf
-from foresay.engine.llm import LLMConfig, load_llm, resolve_model_path
+from foresay.engine.llm import LLMConfig, load_llm
+from foresay.engine.model_source import resolve_model_path
 from foresay.engine.llm_server import ServerError, ServerLM
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn

@@ -8,7 +8,8 @@ import torch
 
 from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.gguf_export import export_gguf
-from foresay.engine.llm import LLMConfig, load_llm, resolve_model_path, resolve_model_source
+from foresay.engine.llm import LLMConfig, load_llm
+from foresay.engine.model_source import resolve_model_path, resolve_model_source
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
