@@ -31,3 +31,14 @@ def check_schedule(what: str, config) -> None:
         raise ForesayError(f"{what}: stop_at must lie in 1..steps")
     if config.checkpoint_every < 0:
         raise ForesayError(f"{what}: checkpoint_every must be >= 0")
+
+
+def add_pair_eval_arguments(ev: argparse.ArgumentParser, target: str, draft: str) -> None:
+    """The options of a recognizer pair's `eval` command (the Whisper pair, the LLM-ASR pair)."""
+    ev.add_argument("--target", default=target)
+    ev.add_argument("--draft", default=draft)
+    ev.add_argument("--clips", type=int, default=200)
+    ev.add_argument("--gate-target", type=float, default=0.05)
+    ev.add_argument("--gate-draft", type=float, default=0.15)
+    ev.add_argument("--show-misses", type=int, default=5)
+    ev.add_argument("--json", metavar="OUT")

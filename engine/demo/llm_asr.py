@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from foresay.engine.demo.cli import run
+from foresay.engine.demo.cli import add_pair_eval_arguments, run
 from foresay.engine.demo.dialogues import SPLITS
 from foresay.engine.errors import ForesayError
 
@@ -122,14 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     ev = commands.add_parser("eval", help="word error rates and SpecASR's passes on held-out requests")
-    ev.add_argument("--target", default="demo-llm")
-    ev.add_argument("--draft", default="demo-llm-draft")
     ev.add_argument("--split", choices=SPLITS, default="test")
-    ev.add_argument("--clips", type=int, default=200)
-    ev.add_argument("--gate-target", type=float, default=0.05)
-    ev.add_argument("--gate-draft", type=float, default=0.15)
-    ev.add_argument("--show-misses", type=int, default=5)
-    ev.add_argument("--json", metavar="OUT")
+    add_pair_eval_arguments(ev, "demo-llm", "demo-llm-draft")
     ev.set_defaults(func=cmd_eval)
     for sub in (train, ev):
         sub.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from foresay.engine.demo.dialogues import SPLITS
-from foresay.engine.demo.cli import run
+from foresay.engine.demo.cli import add_pair_eval_arguments, run
 from foresay.engine.errors import ForesayError
 
 
@@ -128,14 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     ev = commands.add_parser("eval", help="word error rates on held-out requests and voices")
-    ev.add_argument("--target", default="demo")
-    ev.add_argument("--draft", default="demo-draft")
     ev.add_argument("--split", choices=SPLITS, default="test")
-    ev.add_argument("--clips", type=int, default=200)
-    ev.add_argument("--gate-target", type=float, default=0.05)
-    ev.add_argument("--gate-draft", type=float, default=0.15)
-    ev.add_argument("--show-misses", type=int, default=5)
-    ev.add_argument("--json", metavar="OUT")
+    add_pair_eval_arguments(ev, "demo", "demo-draft")
     ev.set_defaults(func=cmd_eval)
 
     wavs = commands.add_parser("wavs", help="write rendered requests as WAV files (for bench asr --audio)")
