@@ -79,6 +79,7 @@ class Pipeline:
                 async for block in self.source:
                     self.listener.on_block(block)
                     if self.wait_for_replies:
+                        await self.asr.caught_up()
                         await self.settle()
             self.listener.finish()
             await self.settle()

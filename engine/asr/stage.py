@@ -22,6 +22,7 @@ import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.errors import AsrError
+from foresay.engine.asr.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, StatusMessage,
@@ -49,6 +50,10 @@ class StreamingAsr(Stage):
         self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript]] = {}
         self._finished: tuple[int, StreamingTranscriber] | None = None  # the last turn ended
         self._paused = False  # the voice paused in the current turn: hops wait
+        self._pending_samples = 0
+        self._hop_now = False  # much audio waits: the hop loop decodes without waiting for its tick
+        # At most a third of the window (2 s at most) waits for a decode: more could not be heard.
+        self._catch_up_samples = int(SAMPLE_RATE * min(2.0, backend.window_seconds / 3))
         self.hops_run = 0
         self.hops_skipped = 0
         self.decoding = False  # a hop or the final is being decoded (other stages may yield)
@@ -121,7 +126,7 @@ class StreamingAsr(Stage):
             raise AsrError("a turn is already being transcribed; end it first")
         self._transcriber = StreamingTranscriber(self.backend, self.config, turn_id=turn_id,
                                                  start_time=t, history=history)
-        self._pending = []
+        self._pending, self._pending_samples = [], 0
         self._paused = False
         self._hops = asyncio.get_running_loop().create_task(self._hop_loop(self._transcriber))
 
@@ -130,6 +135,17 @@ class StreamingAsr(Stage):
         if self._transcriber is None:
             raise AsrError("audio arrived outside a turn; call start_turn first")
         self._pending.append(np.array(samples, dtype=np.float32, copy=True))
+        self._pending_samples += len(samples)
+        if self._pending_samples >= self._catch_up_samples:
+            self._hop_now = True  # a decode now, before the window could overflow
+
+    async def caught_up(self) -> None:
+        """Wait while more audio waits for a decode than the window can take at once (a file
+        replayed faster than real time; live audio never gets this far ahead)."""
+        while (self._transcriber is not None and not self._paused
+               and self._pending_samples >= self._catch_up_samples):
+            self._hop_now = True
+            await asyncio.sleep(0.005)
 
     async def end_turn(self) -> FinalTranscript:
         """The current turn's final transcript (also emitted)."""
@@ -141,7 +157,7 @@ class StreamingAsr(Stage):
         """Drop the current turn without a final transcript (e.g. the speech was a false start)."""
         hops = self._hops
         self._hops = self._transcriber = None
-        self._pending = []
+        self._pending, self._pending_samples = [], 0
         if hops is not None:
             hops.cancel()
             await asyncio.gather(hops, return_exceptions=True)
@@ -229,7 +245,7 @@ class StreamingAsr(Stage):
 
     def _take_audio(self) -> np.ndarray:
         audio = np.concatenate(self._pending) if self._pending else np.zeros(0, np.float32)
-        self._pending = []
+        self._pending, self._pending_samples = [], 0
         return audio
 
     async def _hop_loop(self, transcriber: StreamingTranscriber) -> None:
@@ -237,7 +253,10 @@ class StreamingAsr(Stage):
         hop = self.config.hop_ms / 1000
         next_tick = loop.time() + hop
         while True:
-            await asyncio.sleep(max(0.0, next_tick - loop.time()))
+            # the next tick, or sooner when much audio waits (checked every 10 ms)
+            while (remaining := next_tick - loop.time()) > 0 and not self._hop_now:
+                await asyncio.sleep(min(remaining, 0.01))
+            self._hop_now = False
             if self._pending and self._transcriber is transcriber and not self._paused:
                 audio = self._take_audio()
 
