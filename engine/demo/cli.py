@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from foresay.engine.errors import ForesayError
@@ -31,6 +32,15 @@ def check_schedule(what: str, config) -> None:
         raise ForesayError(f"{what}: stop_at must lie in 1..steps")
     if config.checkpoint_every < 0:
         raise ForesayError(f"{what}: checkpoint_every must be >= 0")
+
+
+def warmup_cosine_lr(step: int, config, floor: float) -> float:
+    """The trainers' learning rate at `step`: linear warm-up over `config.warmup` steps, then a
+    cosine decay from `config.lr` down to `floor` times it at `config.steps`."""
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def add_pair_eval_arguments(ev: argparse.ArgumentParser, target: str, draft: str) -> None:

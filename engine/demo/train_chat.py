@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example, corpus_lines
-from foresay.engine.demo.cli import check_schedule
+from foresay.engine.demo.cli import check_schedule, warmup_cosine_lr
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError
 from foresay.engine.fixtures import FixtureSpec, build_tokenizer, qwen2_config, save_chat_tokenizer
@@ -74,10 +73,7 @@ def build_demo_tokenizer(system_prompt: str, seed: int):
 
 
 def _lr_at(step: int, config: ChatTrainConfig) -> float:
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return warmup_cosine_lr(step, config, floor=0.1)
 
 
 def _shared_prefix(examples: list[Example], prefix: list[int]) -> None:

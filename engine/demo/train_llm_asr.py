@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from foresay.engine.demo.augment import AugmentConfig, augment
-from foresay.engine.demo.cli import check_schedule
+from foresay.engine.demo.cli import check_schedule, warmup_cosine_lr
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
 from foresay.engine.demo.train_whisper import resolve_precision
 from foresay.engine.errors import ForesayError
@@ -170,10 +170,7 @@ def batch_inputs(batch: list[int], data: LlmAsrTrainingData, layout, audio_pad: 
 
 
 def _lr_at(step: int, config: LlmAsrTrainConfig) -> float:
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return config.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return warmup_cosine_lr(step, config, floor=0.05)
 
 
 def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainingData, out: Path,

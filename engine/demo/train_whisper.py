@@ -8,7 +8,6 @@ without them), so `foresay.engine.asr` loads them like any English-only Whisper.
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -18,7 +17,7 @@ import numpy as np
 import torch
 
 from foresay.engine.demo.augment import AugmentConfig, augment
-from foresay.engine.demo.cli import check_schedule
+from foresay.engine.demo.cli import check_schedule, warmup_cosine_lr
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
 from foresay.engine.errors import ForesayError
 
@@ -157,10 +156,7 @@ def token_rows(tok, texts: list[str]) -> list[list[int]]:
 
 
 def _lr_at(step: int, config: WhisperTrainConfig) -> float:
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return config.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return warmup_cosine_lr(step, config, floor=0.05)
 
 
 def train_whisper(name: str, config: WhisperTrainConfig, tok, data: "WhisperTrainingData", out: Path,
