@@ -12,6 +12,8 @@ strategy is lossless: the reply equals the model's own greedy decoding.
   Figure 2b); one pass over pending + guesses confirms the longest prefix of guesses that equals
   the model's argmax (their fixed point), accepts it plus the argmax after it, and replaces the
   remaining guesses with the pass's argmaxes (the Jacobi update).
+- `SpecBound` (`specbound.py`): early-exit heads draft at shallow layers within a depth and a
+  width bound; one pass over the remaining layers completes, verifies and extends the drafts.
 """
 from __future__ import annotations
 
@@ -21,22 +23,32 @@ from typing import Protocol
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
 
-KINDS = ("plain", "jacobi")
+KINDS = ("plain", "jacobi", "specbound")
+# how each kind's spec reads after its name (the kinds' table, for help and errors)
+SPEC_FORMS = {"plain": "plain", "jacobi": "jacobi, jacobi:W or jacobi:W:fill",
+              "specbound": "specbound, specbound:W, specbound:W:L or specbound:W:L:P"}
 
 
 @dataclass(frozen=True)
 class ContinuationConfig:
-    """kind: plain | jacobi.
+    """kind: plain | jacobi | specbound.
     window: jacobi: positions per pass, the pending token included (>= 2).
+    width / depth / threshold: specbound: at most `width` draft tokens a round (W), drafted by
+        exit heads at layers up to `depth` (L; None: the deepest head), a token exiting once its
+        head's tempered top-1 probability reaches `threshold` (P).
     fill: jacobi: keep the window full past the end of the stale draft, guessing the unknown
         positions by repeating the last guess (pays off with a consistency-trained model, CLLM).
-    patience / min_gain: jacobi gives up (plain steps for the rest of the turn) after `patience`
-        passes in a row that each confirmed fewer than `min_gain` guessed tokens (0: never)."""
+    patience / min_gain: jacobi and specbound give up (plain steps for the rest of the turn) after
+        `patience` passes in a row that each confirmed fewer than `min_gain` guessed tokens
+        (0: never)."""
     kind: str = "plain"
     window: int = 16
     fill: bool = False
     patience: int = 3
     min_gain: int = 1
+    width: int = 6
+    depth: int | None = None
+    threshold: float = 0.6
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -45,13 +57,22 @@ class ContinuationConfig:
             raise ForesayError("continuation: the Jacobi window needs at least 2 positions")
         if self.patience < 0 or self.min_gain < 0:
             raise ForesayError("continuation: patience and min_gain must be >= 0")
+        if self.width < 1 or (self.depth is not None and self.depth < 1):
+            raise ForesayError("continuation: the SpecBound width W and depth L must be >= 1")
+        if not 0 < self.threshold <= 1:
+            raise ForesayError("continuation: the SpecBound exit threshold P must be in (0, 1]")
 
     @classmethod
     def parse(cls, spec: str) -> "ContinuationConfig":
-        """"plain", "jacobi", "jacobi:W" (window W), "jacobi:W:fill" or "jacobi::fill"."""
+        """"plain", "jacobi", "jacobi:W" (window W), "jacobi:W:fill" or "jacobi::fill";
+        "specbound", "specbound:W" (width W), "specbound:W:L" (depth L), "specbound:W:L:P"
+        (exit threshold P); an empty option keeps its default ("specbound::2")."""
         kind, *opts = spec.strip().split(":")
+        if kind == "specbound":
+            return cls._parse_specbound(spec, opts)
         if kind not in KINDS or (kind == "plain" and opts) or len(opts) > 2:
-            raise ForesayError(f"bad continuation {spec!r}: write plain, jacobi, jacobi:W or jacobi:W:fill")
+            raise ForesayError(f"bad continuation {spec!r}: write "
+                               + "; ".join(SPEC_FORMS.values()))
         fields = {}
         if opts and opts[0]:
             if not opts[0].isdigit():
@@ -63,10 +84,30 @@ class ContinuationConfig:
             fields["fill"] = True
         return cls(kind, **fields)
 
+    @classmethod
+    def _parse_specbound(cls, spec: str, opts: list[str]) -> "ContinuationConfig":
+        if len(opts) > 3:
+            raise ForesayError(f"bad continuation {spec!r}: write {SPEC_FORMS['specbound']}")
+        fields: dict = {}
+        for name, text in zip(("width", "depth"), opts[:2]):
+            if text and not text.isdigit():
+                raise ForesayError(f"bad continuation {spec!r}: the {name} must be a whole number")
+            if text:
+                fields[name] = int(text)
+        if len(opts) == 3 and opts[2]:
+            try:
+                fields["threshold"] = float(opts[2])
+            except ValueError:
+                raise ForesayError(f"bad continuation {spec!r}: the exit threshold P must be a number "
+                                   f"in (0, 1]") from None
+        return cls("specbound", **fields)
+
     @property
     def spec(self) -> str:
         if self.kind == "plain":
             return "plain"
+        if self.kind == "specbound":
+            return f"specbound:{self.width}:{self.depth or ''}:{self.threshold:g}"
         return f"jacobi:{self.window}" + (":fill" if self.fill else "")
 
 
@@ -202,10 +243,26 @@ class JacobiFromDraft:
         return step
 
 
-def make_continuation(config: ContinuationConfig, stale: list[int]) -> Continuation:
+def prepare_continuation(config: ContinuationConfig, lm) -> None:
+    """Load what the kind needs beside the model (SpecBound's exit heads), once per model, so a
+    missing file is reported when the turn starts, not when the user stops speaking."""
+    if config.kind == "specbound":
+        from foresay.engine.predgen.exit_heads import load_exit_heads
+        load_exit_heads(lm)
+
+
+def make_continuation(config: ContinuationConfig, stale: list[int], lm=None) -> Continuation:
     """The strategy for one turn; `stale`: the rejected draft tail, shifted past the corrected
-    token (the guesses for the positions after the pending token)."""
+    token (the guesses for the positions after the pending token); `lm`: the model (SpecBound
+    runs its layers and exit heads)."""
     if config.kind == "plain":
         return PlainSteps()
+    if config.kind == "specbound":
+        from foresay.engine.predgen.exit_heads import load_exit_heads
+        from foresay.engine.predgen.specbound import Bounds, SpecBound
+        if lm is None:
+            raise ForesayError("the specbound continuation needs the model (make_continuation(..., lm))")
+        return SpecBound(lm, load_exit_heads(lm), Bounds(config.width, config.depth, config.threshold),
+                         GiveUpWhenSlow(config.patience, config.min_gain))
     return JacobiFromDraft(stale, FixedWindow(config.window, config.fill),
                            GiveUpWhenSlow(config.patience, config.min_gain))

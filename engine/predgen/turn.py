@@ -13,7 +13,7 @@ from typing import Callable
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.predgen.continuation import (Continuation, ContinuationConfig, ContinuationStats,
-                                                 make_continuation)
+                                                 make_continuation, prepare_continuation)
 from foresay.engine.predgen.conversation import Conversation, Prompt
 from foresay.engine.predgen.verifiers import GreedyVerifier, Verifier, VerifyInput
 from foresay.engine.sentences import Sentence, SentenceSplitter, SplitterConfig, first_sentence
@@ -31,8 +31,8 @@ class PredGenConfig:
     tts_latency_s: time a TTS needs for the first sentence's first audio, used for the
         audio-latency figure when no TTS is attached.
     splitter: sentence splitting rules.
-    continuation: how the reply goes on after the final verification (plain steps, or Jacobi
-        iteration seeded with the stale draft); lossless either way.
+    continuation: how the reply goes on after the final verification (plain steps, Jacobi
+        iteration seeded with the stale draft, or SpecBound early-exit drafting); lossless.
     """
     max_new_tokens: int = 256
     max_draft_tokens: int = 96
@@ -116,6 +116,7 @@ class PredGenTurn:
         self.clock = clock
         self.turn_id = turn_id
         self.state = TurnState()
+        prepare_continuation(config.continuation, self.lm)
         conv.prefill_history()
 
     # --- draft state --------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class PredGenTurn:
             kept = len(self.draft)
         # the rejected tail, past the token the verification corrected: guesses for what follows
         stale = old[kept + 1:] if kept < len(old) else []
-        self.state.continuation = make_continuation(self.config.continuation, stale)
+        self.state.continuation = make_continuation(self.config.continuation, stale, self.lm)
         if baseline:
             outcome = "baseline"
         elif old_n is not None and kept >= old_n:
