@@ -7,7 +7,8 @@ every partial and verify at the end. Latencies are measured from the end of the 
 
 A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
 continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
-`jacobi:W:fill`); `jacobi` alone means greedy verification with Jacobi continuation.
+`jacobi:W:fill`, `specbound`, `specbound:W:L`); `jacobi` alone means greedy verification with
+Jacobi continuation. `--continuation ar|jacobi|specbound` gives every verifier that continuation.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from foresay.app.bench_continuation import (apply_continuation, measure_worst_case, missed_summary,
+                                            paired_ttfs_ratio)
 from foresay.app.paths import check_outputs, read_text
 from foresay.engine.errors import ForesayError
 
@@ -56,6 +59,7 @@ class TurnResult:
     overhead_share: float
     accepted_per_update: list[int] = field(default_factory=list)
     continuation: object = None  # the continuation's ContinuationStats up to the first sentence
+    drafting: object = None      # SpecBound's SpecBoundStats over the whole reply (else None)
 
 
 def split_method(method: str) -> tuple[str, str]:
@@ -114,7 +118,8 @@ def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) 
     turn.finish()
     return TurnResult(method, record.ttfs, record.nfetfs, record.audio_latency, record.outcome,
                       record.first_sentence, turn.reply_ids(), record.overhead_share,
-                      [u.accepted for u in record.updates if u.verified], record.continuation)
+                      [u.accepted for u in record.updates if u.verified], record.continuation,
+                      getattr(turn.continuation, "bound", None))
 
 
 def run_methods(lm, methods: list[str], conversations, config, chars_per_s: float
@@ -172,6 +177,7 @@ def summarize(method: str, results, baseline) -> dict:
         "continuation_passes_missed": sum(c.passes for c in cont),
         "continuation_tokens_missed": sum(c.tokens for c in cont),
         "continuation_positions_missed": sum(c.computed for c in cont),
+        **missed_summary(missed),
     }
 
 
@@ -248,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
         raise ForesayError("--methods names no method")
     if "baseline" not in methods:
         methods.insert(0, "baseline")  # every comparison is against it
+    methods = apply_continuation(methods, args.continuation)
     from foresay.engine.predgen.continuation import ContinuationConfig
     for method in methods:  # a bad continuation is named before the model loads
         ContinuationConfig.parse(split_method(method)[1])
@@ -272,6 +279,10 @@ def run(args: argparse.Namespace) -> int:
         lm.round_trips.clear()
     results = run_methods(lm, methods, conversations, config, args.speed / 60)
     summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
+    plain = next((m for m in methods if split_method(m) == ("greedy", "plain")), None)
+    for m in methods:  # paired with plain continuation on the same missed turns
+        if plain and m not in (plain, "baseline"):
+            summary[m]["ttfs_missed_vs_plain"] = paired_ttfs_ratio(results, plain, m)
     report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
               "methods": summary}
     if served:
@@ -279,6 +290,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         report.update(cache=lm.cache_kind, exact=lm.cache_kind == "static" and lm.exact)
         report["pass_timing"] = measure_pass_timing(lm)
+    bound = [m for m in methods if split_method(m)[1].startswith("specbound")]
+    if args.worst_case and bound:
+        report["worst_case"] = measure_worst_case(lm, [c[0] for c in conversations[:8]],
+                                                  split_method(bound[0])[1])
     if args.turn_cost:
         report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
     print_table(report)
@@ -303,6 +318,21 @@ def print_table(report: dict) -> None:
                   f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
                   f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
                   f"positions per pass)")
+        if m.get("ttfs_missed_ms") is not None:
+            vs = m.get("ttfs_missed_vs_plain")
+            print(f"{name}: TTFS on partial/rejected turns mean {m['ttfs_missed_ms']:.1f} ms, median "
+                  f"{m['ttfs_missed_median_ms']:.1f} ms" + (f", {vs:.2f}x lower than plain steps (median of "
+                                                           f"paired turns)" if vs else ""))
+        if "specbound" in m:
+            sb = m["specbound"]
+            print(f"{name}: {sb['drafted']} drafts in {sb['rounds']} rounds (mean draft {sb['mean_draft']:.2f}), "
+                  f"acceptance {100 * sb['acceptance']:.1f}%, {sb['tokens_per_round']:.2f} tokens per "
+                  f"completion pass; exits by layer {sb['exits']}")
+    if "worst_case" in report:
+        wc = report["worst_case"]
+        print(f"worst case ({wc['spec']}, every draft wrong, {wc['tokens']} tokens): "
+              f"{wc['slowdown_never_gives_up']:.2f}x plain steps' time never giving up, "
+              f"{wc['slowdown_gives_up']:.2f}x with the give-up")
     if "pass_timing" in report:
         pt = report["pass_timing"]
         verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
@@ -350,6 +380,11 @@ def register(benches) -> None:
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
                    "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
                    "for others, e.g. greedy+jacobi:8, topk:3+jacobi:16:fill")
+    p.add_argument("--continuation", metavar="KIND", help="how replies continue after the final "
+                   "verification, for methods without their own: ar (plain steps), jacobi, specbound "
+                   "(options after a colon, e.g. specbound:6:2)")
+    p.add_argument("--worst-case", action="store_true", help="also time SpecBound with every draft "
+                   "wrong against plain steps")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON")
     p.add_argument("--tts-latency-ms", type=float, default=150,
                    help="TTS time to first audio assumed for the audio latency (no TTS attached)")

@@ -57,8 +57,10 @@ class PredGenSettings:
     continuation: how the reply goes on after the final verification when the draft's first
         sentence did not survive: plain (one token per pass) | jacobi (Jacobi iteration seeded with
         the stale draft, 16 positions per pass) | jacobi:W (W positions) | jacobi:W:fill (keeps
-        the window full past the draft; for consistency-trained models such as demo-cllm).
-        Lossless either way. The rest as in PredGenConfig."""
+        the window full past the draft; for consistency-trained models such as demo-cllm) |
+        specbound (early-exit self-drafting with exit heads trained for the model, shipped for
+        the demo model; specbound:W:L bounds a round to W drafts exiting by layer L; needs the
+        dynamic cache). Lossless either way. The rest as in PredGenConfig."""
     enabled: bool = True
     verifier: str = "greedy"
     continuation: str = "jacobi"

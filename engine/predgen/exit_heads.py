@@ -72,6 +72,7 @@ class ExitHeads(nn.Module):
         x = x + F.linear(F.linear(x, self.down[i]), self.up[i])
         return self.lm_head(x).float()
 
+    @torch.no_grad()
     def confidence(self, i: int, hidden: torch.Tensor) -> tuple[int, float]:
         """(argmax token, its tempered probability) of head i at one position's state (1, 1, H)."""
         logits = self.logits(i, hidden[0, -1])

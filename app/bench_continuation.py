@@ -1,0 +1,143 @@
+"""`foresay bench predgen --continuation ...`: choosing the continuation, and what it is measured by.
+
+Three pieces the PredGen benchmark uses: the table of continuation names the option accepts, the
+figures of turns whose first sentence the final verification did not confirm (wall time to the
+first sentence, SpecBound's drafting), and SpecBound's worst case (every draft rejected) timed
+against plain steps.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from foresay.engine.errors import ForesayError
+
+# --continuation NAME[:OPTIONS] -> the continuation spec (engine.predgen.continuation)
+CONTINUATIONS = {
+    "ar": "plain",            # one token per forward pass
+    "jacobi": "jacobi",       # Jacobi iteration seeded with the stale draft
+    "specbound": "specbound",  # early-exit self-drafting (exit heads beside the model)
+}
+
+
+def continuation_spec(option: str) -> str:
+    """The spec of `--continuation` (e.g. "ar" -> "plain", "specbound:4:2" -> itself)."""
+    name, colon, rest = option.strip().partition(":")
+    if name not in CONTINUATIONS:
+        raise ForesayError(f"--continuation {option!r}: use one of {', '.join(CONTINUATIONS)} "
+                           "(options after a colon, e.g. specbound:6:2)")
+    return CONTINUATIONS[name] + colon + rest
+
+
+def apply_continuation(methods: list[str], option: str | None) -> list[str]:
+    """Methods without their own continuation ("greedy", "topk:3") get `option`'s."""
+    if not option:
+        return methods
+    spec = continuation_spec(option)
+    return [m if m == "baseline" or "+" in m or m.startswith("jacobi") else f"{m}+{spec}" for m in methods]
+
+
+def missed_summary(missed) -> dict:
+    """Turns the final verification did not finish (partial, rejected): time to the first
+    sentence, and SpecBound's drafting over those turns' whole replies."""
+    out: dict = {}
+    if missed:
+        ttfs = [1000 * r.ttfs for r in missed]
+        out.update(ttfs_missed_ms=statistics.fmean(ttfs), ttfs_missed_median_ms=statistics.median(ttfs))
+    drafting = [r.drafting for r in missed if getattr(r, "drafting", None) is not None]
+    if drafting:
+        drafted = sum(d.drafted for d in drafting)
+        rounds = sum(d.rounds for d in drafting)
+        exits: dict[int, int] = {}
+        for d in drafting:
+            for layer, n in d.exits:
+                exits[layer] = exits.get(layer, 0) + n
+        out["specbound"] = {
+            "rounds": rounds, "drafted": drafted, "confirmed": sum(d.confirmed for d in drafting),
+            "acceptance": sum(d.confirmed for d in drafting) / drafted if drafted else 0.0,
+            "mean_draft": drafted / rounds if rounds else 0.0,
+            "tokens_per_round": (sum(d.confirmed for d in drafting) + rounds) / rounds if rounds else 0.0,
+            "exits": {str(k): v for k, v in sorted(exits.items())},
+            "stopped_by_depth": sum(d.stopped_by_depth for d in drafting),
+            "stopped_by_width": sum(d.stopped_by_width for d in drafting)}
+    return out
+
+
+def paired_ttfs_ratio(results: dict, reference: str, method: str) -> float | None:
+    """Median over the turns both methods missed of reference TTFS / method TTFS."""
+    ratios = []
+    for conv_ref, conv_m in zip(results[reference], results[method]):
+        for a, b in zip(conv_ref, conv_m):
+            if a.outcome in ("partial", "rejected") and b.outcome == a.outcome and b.ttfs > 0:
+                ratios.append(a.ttfs / b.ttfs)
+    return statistics.median(ratios) if ratios else None
+
+
+class _AlwaysWrong:
+    """Exit heads that exit at once, sure of a token the model never chooses in this reply."""
+
+    def __init__(self, heads, wrong: int):
+        self.exit_layers, self.temperatures, self.wrong = heads.exit_layers, heads.temperatures, wrong
+
+    def confidence(self, i, hidden):
+        return self.wrong, 1.0
+
+
+def _decode(strategy, cache, pending: int, tokens: int) -> list[int]:
+    done: list[int] = []
+    while len(done) + 1 < tokens:
+        step = strategy.advance(cache, done, pending, tokens - len(done) - 1)
+        done += step.accepted
+        pending = step.pending
+    return done + [pending]
+
+
+def measure_worst_case(lm, prompts: list[str], spec: str, tokens: int = 32, repeats: int = 5) -> dict:
+    """Decode `tokens` tokens after each prompt with plain steps and with SpecBound whose every
+    draft is wrong (a token absent from the reply, proposed with certainty at the first exit),
+    never giving up and with its configured give-up; medians of per-prompt time ratios to plain
+    steps, the three runs interleaved."""
+    from dataclasses import replace
+
+    from foresay.engine.kv import KVCache
+    from foresay.engine.predgen.continuation import ContinuationConfig, PlainSteps, make_continuation
+    from foresay.engine.predgen.conversation import Conversation
+
+    config = ContinuationConfig.parse(spec)
+    if config.kind != "specbound":
+        raise ForesayError("the worst case is measured for the specbound continuation")
+    names = ("plain", "never_gives_up", "gives_up")
+    ratios: dict[str, list[float]] = {n: [] for n in names[1:]}
+    stats: dict[str, list] = {n: [] for n in names}
+    for text in prompts:
+        prompt = list(Conversation(lm).prompt(text).ids)
+        times: dict[str, list[float]] = {n: [] for n in names}
+        reply: list[int] | None = None
+        for _ in range(repeats):
+            for name in names:
+                cache = KVCache(lm)
+                _, logits = cache.sync(prompt)
+                if name == "plain":
+                    strategy = PlainSteps()
+                else:
+                    patience = 0 if name == "never_gives_up" else config.patience
+                    strategy = make_continuation(replace(config, patience=patience), [], lm)
+                    wrong = next(t for t in range(lm.model.config.vocab_size)
+                                 if t not in reply and t not in lm.eos_ids)
+                    strategy.heads = _AlwaysWrong(strategy.heads, wrong)
+                start = time.perf_counter()
+                out = _decode(strategy, cache, int(logits[-1].argmax()), tokens)
+                times[name].append(time.perf_counter() - start)
+                if reply is None:
+                    reply = out
+                elif out != reply:
+                    raise ForesayError("worst case: SpecBound's reply differs from plain greedy decoding")
+                stats[name].append(strategy.stats)
+        plain = statistics.median(times["plain"])
+        for name in ratios:
+            ratios[name].append(statistics.median(times[name]) / plain)
+    per_run = {n: sum(s.passes for s in stats[n]) / len(stats[n]) for n in names}
+    return {"prompts": len(prompts), "tokens": tokens, "spec": spec,
+            "slowdown_never_gives_up": statistics.median(ratios["never_gives_up"]),
+            "slowdown_gives_up": statistics.median(ratios["gives_up"]),
+            "passes_per_reply": per_run}

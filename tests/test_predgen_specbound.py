@@ -1,0 +1,243 @@
+"""SpecBound: early-exit self-drafting after the final verification. Whatever the heads propose,
+the reply equals plain greedy decoding, and after every round each layer's cache holds exactly
+prompt + accepted tokens."""
+import copy
+
+import pytest
+import torch
+
+from foresay.engine.decoding import greedy_reply
+from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
+from foresay.engine.errors import ForesayError, ModelUnavailable
+from foresay.engine.kv import KVCache
+from foresay.engine.llm import ChatLM, LLMConfig, load_llm
+from foresay.engine.predgen.continuation import ContinuationConfig, GiveUpWhenSlow, make_continuation
+from foresay.engine.predgen.conversation import Conversation
+from foresay.engine.predgen.exit_heads import ExitHeads, attach_exit_heads, load_exit_heads
+from foresay.engine.predgen.specbound import Bounds, SpecBound
+from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
+from foresay.engine.sentences import SplitterConfig
+
+from predgen_helpers import cold_greedy, drive_word_by_word, make_prompts
+
+SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
+FINAL = "tell me about the weather in Paris"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, above all on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _random_heads(lm, layers, seed, rank=8):
+    """Heads with random adapters: confident, often wrong proposals."""
+    torch.manual_seed(seed)
+    heads = ExitHeads(lm, layers, rank)
+    with torch.no_grad():
+        for up in heads.up:
+            up.normal_(0, 0.3)
+    return heads.requires_grad_(False)
+
+
+@pytest.fixture(scope="module")
+def deep_lm(tiny_lm):
+    """tiny-random's vocabulary and template, four decoder layers (exits after 1, 2, 3)."""
+    config = copy.deepcopy(tiny_lm.model.config)
+    config.num_hidden_layers = 4
+    config.layer_types = ["full_attention"] * 4
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(11)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    lm = ChatLM(model, tiny_lm.tokenizer, torch.device("cpu"), torch.float32, tiny_lm.max_context, "deep-random")
+    attach_exit_heads(lm, _random_heads(lm, (1, 2, 3), seed=1))
+    return lm
+
+
+def _config(spec, **kw):
+    base = dict(max_new_tokens=24, max_draft_tokens=20, margin_tokens=2, splitter=SHORT)
+    return PredGenConfig(**(base | kw), continuation=ContinuationConfig.parse(spec))
+
+
+@pytest.mark.parametrize("seed,spec", [(0, "specbound:6::0.05"), (1, "specbound:2:1:0.05"),
+                                       (2, "specbound:4:2:0.3")])
+def test_specbound_predgen_equals_plain_greedy(deep_lm, seed, spec):
+    attach_exit_heads(deep_lm, _random_heads(deep_lm, (1, 2, 3), seed))
+    config = _config(spec)
+    drafted = 0
+    for prompt in make_prompts(5, seed + 20):
+        turn = PredGenTurn(Conversation(deep_lm), config)
+        record = drive_word_by_word(turn, prompt)
+        turn.finish()
+        assert turn.reply_ids() == cold_greedy(deep_lm, turn.prompt.ids, config.max_new_tokens), prompt
+        assert record.continuation.strategy == "specbound"
+        drafted += turn.continuation.bound.drafted
+    assert drafted > 0  # the heads did draft: the proof is not about plain steps
+
+
+def test_two_layer_model_with_one_exit_equals_greedy(tiny_lm):
+    attach_exit_heads(tiny_lm, _random_heads(tiny_lm, (1,), seed=5))
+    config = _config("specbound:5::0.05")
+    for prompt in make_prompts(4, 40):
+        turn = PredGenTurn(Conversation(tiny_lm), config)
+        drive_word_by_word(turn, prompt)
+        turn.finish()
+        assert turn.reply_ids() == cold_greedy(tiny_lm, turn.prompt.ids, config.max_new_tokens), prompt
+
+
+def _run(lm, strategy, n):
+    """Decode n tokens with `strategy`, checking the cache invariant after every round."""
+    prompt = list(Conversation(lm).prompt(FINAL).ids)
+    cache = KVCache(lm)
+    _, logits = cache.sync(prompt)
+    if hasattr(strategy.heads, "bind"):
+        strategy.heads.bind(cache, len(prompt))
+    tokens, pending = [], int(logits[-1].argmax())
+    while len(tokens) + 1 < n:
+        step = strategy.advance(cache, tokens, pending, n - len(tokens) - 1)
+        tokens += step.accepted
+        pending = step.pending
+        assert cache.tokens == prompt + tokens
+        assert [layer.get_seq_length() for layer in cache._cache.layers] == [len(cache)] * 4
+    assert len(tokens) + 1 == n  # the budget is respected exactly
+    return tokens + [pending], prompt
+
+
+class _Oracle:
+    """Heads that know the greedy reply: they propose the right next token at the first exit."""
+
+    def __init__(self, heads, reply):
+        self.exit_layers, self.temperatures, self.reply = heads.exit_layers, heads.temperatures, reply
+
+    def bind(self, cache, prompt_len):
+        self.cache, self.prompt_len = cache, prompt_len
+
+    def confidence(self, i, hidden):
+        # layer 0 holds every position of the round so far: the newest is reply[at - 1]
+        at = self.cache._cache.layers[0].get_seq_length() - self.prompt_len
+        return self.reply[at], 1.0
+
+
+class _Wrong:
+    def __init__(self, heads, token):
+        self.exit_layers, self.temperatures, self.token = heads.exit_layers, heads.temperatures, token
+
+    def confidence(self, i, hidden):
+        return self.token, 1.0
+
+
+def test_right_drafts_fill_the_width_and_wrong_ones_cost_nothing_but_time(deep_lm):
+    heads = _random_heads(deep_lm, (1, 2, 3), seed=2)
+    greedy = cold_greedy(deep_lm, Conversation(deep_lm).prompt(FINAL).ids, 30)
+    assert len(greedy) == 30
+    # perfect heads: every round drafts W tokens, all confirmed, each exiting at the first exit
+    strategy = SpecBound(deep_lm, heads, Bounds(width=4, threshold=0.9))
+    strategy.heads = _Oracle(heads, greedy)
+    out, _ = _run(deep_lm, strategy, 30)
+    assert out == greedy
+    b = strategy.bound
+    assert b.confirmed == b.drafted == 5 * 4 + 3 and b.rounds == 6  # 5 tokens a round, the last 4
+    assert b.exits == ((1, 23),) and b.stopped_by_width == 6
+    assert strategy.stats.passes == 23 + 6  # a draft step per draft, a completion pass per round
+    # always-wrong heads: lossless; after `patience` rounds without a confirmed draft, plain steps
+    wrong = next(t for t in range(100) if t not in greedy)
+    strategy = SpecBound(deep_lm, heads, Bounds(width=3), GiveUpWhenSlow(patience=2, min_gain=1))
+    strategy.heads = _Wrong(heads, wrong)
+    out, _ = _run(deep_lm, strategy, 30)
+    assert out == greedy
+    assert strategy.bound.confirmed == 0 and strategy.bound.rounds == 2
+    assert strategy.stats.gave_up_at == 2 * 4  # two rounds of 3 draft steps + a completion pass
+    never = SpecBound(deep_lm, heads, Bounds(width=3), GiveUpWhenSlow(patience=0))
+    never.heads = _Wrong(heads, wrong)
+    assert _run(deep_lm, never, 30)[0] == greedy
+    assert never.bound.rounds == 29 and never.bound.drafted == 3 * 26 + 2 + 1
+
+
+def test_depth_bound_stops_drafting_and_heads_past_it_are_never_asked(deep_lm):
+    heads = _random_heads(deep_lm, (1, 2, 3), seed=3)
+    greedy = cold_greedy(deep_lm, Conversation(deep_lm).prompt(FINAL).ids, 20)
+    strategy = SpecBound(deep_lm, heads, Bounds(width=6, depth=2, threshold=1.0))  # nothing exits
+    assert _run(deep_lm, strategy, 20)[0] == greedy
+    assert strategy.bound.drafted == 0 and strategy.bound.stopped_by_depth == strategy.bound.rounds
+    low = SpecBound(deep_lm, heads, Bounds(width=6, depth=2, threshold=0.01))
+    assert _run(deep_lm, low, 20)[0] == greedy
+    assert {layer for layer, _ in low.bound.exits} <= {1, 2} and low.bound.drafted > 0
+    with pytest.raises(ForesayError, match="depth bound"):
+        SpecBound(deep_lm, ExitHeads(deep_lm, (2, 3)), Bounds(depth=1))
+
+
+@pytest.fixture(scope="module")
+def demo_lm():
+    lm = load_llm(LLMConfig(model="demo", threads=1))
+    load_exit_heads(lm)
+    return lm
+
+
+def test_shipped_heads_on_the_demo_model_equal_greedy_with_history(demo_lm):
+    """Held-out requests, word by word, earlier turns kept as history, with the shipped heads."""
+    config = PredGenConfig(max_new_tokens=64, continuation=ContinuationConfig.parse("specbound"))
+    drafted = confirmed = 0
+    for dialogue in DialogueGenerator(DomainConfig(seed=5), "test").dialogues(8):
+        conv = Conversation(demo_lm)
+        for text in (t.user for t in dialogue.turns):
+            turn = PredGenTurn(conv, config)
+            drive_word_by_word(turn, text)
+            turn.finish()
+            reference, _ = greedy_reply(KVCache(demo_lm), list(turn.prompt.ids), 64)
+            assert turn.draft == reference, text  # the end-of-message token included
+            drafted += turn.continuation.bound.drafted
+            confirmed += turn.continuation.bound.confirmed
+            turn.commit()
+    assert drafted > 0 and confirmed / drafted > 0.6  # the shipped heads are worth running
+
+
+def test_heads_file_round_trip_and_clear_errors(tmp_path, tiny_lm, deep_lm, load_fixture_lm):
+    heads = _random_heads(deep_lm, (1, 3), seed=4)
+    heads.set_temperatures((1.2, 1.5))
+    assert heads.temperatures == (1.5, 1.5)  # annealed: a shallow head never trusted more
+    path = tmp_path / "specbound.safetensors"
+    heads.save(path)
+    loaded = load_exit_heads(deep_lm, path)
+    hidden = torch.randn(1, 1, deep_lm.model.config.hidden_size)
+    assert loaded.exit_layers == (1, 3) and loaded.confidence(1, hidden) == heads.confidence(1, hidden)
+    with pytest.raises(ForesayError, match="another model"):
+        load_exit_heads(tiny_lm, path)
+    other = load_fixture_lm("tiny-random", seed=3)  # its folder holds no heads
+    with pytest.raises(ModelUnavailable, match="train_specbound"):
+        PredGenTurn(Conversation(other), _config("specbound"))
+    with pytest.raises(ForesayError, match="exit layers"):
+        ExitHeads(deep_lm, (2, 1))
+    with pytest.raises(ForesayError, match="needs the model"):
+        make_continuation(ContinuationConfig.parse("specbound"), [])
+
+
+def test_unsupported_models_are_refused(load_fixture_lm):
+    sliding = load_fixture_lm("tiny-sliding")
+    with pytest.raises(ForesayError, match="SpecBound cannot run"):
+        SpecBound(sliding, None)
+
+
+def test_specs_settings_and_bench_option():
+    from foresay.app.bench_continuation import apply_continuation, continuation_spec
+    from foresay.app.config import PredGenSettings
+    from foresay.app.settings import ConfigError
+
+    assert ContinuationConfig.parse("specbound:4:2") == ContinuationConfig("specbound", width=4, depth=2)
+    assert ContinuationConfig.parse("specbound::2:0.8").threshold == 0.8
+    spec = ContinuationConfig.parse("specbound:4").spec
+    assert ContinuationConfig.parse(spec) == ContinuationConfig("specbound", width=4)
+    for bad in ("specbound:x", "specbound:0", "specbound:4:0", "specbound:4:2:1.5", "specbound:1:2:0.5:9",
+                "specbound:4:2:high"):
+        with pytest.raises(ForesayError):
+            ContinuationConfig.parse(bad)
+    assert PredGenSettings(continuation="specbound:4:2").engine_config().continuation.width == 4
+    with pytest.raises(ConfigError, match="continuation"):
+        PredGenSettings(continuation="specbound:-1")
+    assert continuation_spec("ar") == "plain" and continuation_spec("specbound:6:2") == "specbound:6:2"
+    assert apply_continuation(["baseline", "greedy", "topk:3+jacobi", "jacobi"], "specbound") == \
+        ["baseline", "greedy+specbound", "topk:3+jacobi", "jacobi"]
+    with pytest.raises(ForesayError, match="ar, jacobi, specbound"):
+        continuation_spec("medusa")
