@@ -22,6 +22,7 @@ from torch import nn
 from foresay.engine.errors import ForesayError, ModelUnavailable
 
 HEADS_FILE = "specbound.safetensors"
+FOLD_LIMIT = 1 << 24  # LM heads up to this many weights are folded into each exit head
 TRAIN_COMMAND = "python -m foresay.engine.demo.train_specbound --model {model} --out {path}"
 
 
@@ -49,6 +50,7 @@ class ExitHeads(nn.Module):
                                      for _ in exit_layers)
         self.up = nn.ParameterList(nn.Parameter(torch.zeros(hidden, rank)) for _ in exit_layers)
         self.set_temperatures(temperatures or (1.0,) * len(exit_layers))
+        self._folded: list[torch.Tensor] | None = None  # made at first use, once the heads are final
         self.fingerprint = model_fingerprint(lm)
         self.to(device=lm.device, dtype=lm.dtype)
         # the base model's LM head, frozen and shared: not a submodule (not saved, not trained)
@@ -67,18 +69,34 @@ class ExitHeads(nn.Module):
 
     def logits(self, i: int, hidden: torch.Tensor) -> torch.Tensor:
         """Raw logits of head i (exit layer `exit_layers[i]`) for hidden states (..., H)."""
-        x = hidden.to(self.norms[i].dtype)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.norms[i]
+        x = F.rms_norm(hidden.to(self.norms[i].dtype), hidden.shape[-1:], self.norms[i], self.eps)
         x = x + F.linear(F.linear(x, self.down[i]), self.up[i])
         return self.lm_head(x).float()
 
     @torch.no_grad()
     def confidence(self, i: int, hidden: torch.Tensor) -> tuple[int, float]:
         """(argmax token, its tempered probability) of head i at one position's state (1, 1, H)."""
-        logits = self.logits(i, hidden[0, -1])
+        x = hidden[0, -1]
+        if self._folded is None:
+            self._folded = self._fold()
+        if self._folded:  # one matrix product instead of norm weight, adapter and LM head
+            logits = F.linear(F.rms_norm(x.to(self._folded[i].dtype), x.shape[-1:], eps=self.eps),
+                              self._folded[i], self.lm_head.bias).float()
+        else:
+            logits = self.logits(i, x)
         probs = torch.softmax(logits / self.temperatures[i], -1)
         p, token = probs.max(-1)
         return int(token), float(p)
+
+    def _fold(self) -> list[torch.Tensor]:
+        """Per head, LM head x (I + up down) x diag(norm) as one (V, H) matrix, when that is small
+        (a real model's vocabulary makes it as large as its LM head: then no folding)."""
+        weight = self.lm_head.weight
+        if weight.numel() > FOLD_LIMIT:
+            return []
+        eye = torch.eye(weight.shape[1], dtype=torch.float32, device=weight.device)
+        return [(weight.float() @ (eye + self.up[i].float() @ self.down[i].float()) * self.norms[i].float())
+                .to(weight.dtype) for i in range(len(self.exit_layers))]
 
     def save(self, path: Path, card: dict | None = None) -> None:
         from safetensors.torch import save_file

@@ -72,15 +72,25 @@ class LayerwiseModel:
     def embed(self, ids: list[int]) -> torch.Tensor:
         return self.body.embed_tokens(torch.tensor([ids], dtype=torch.long, device=self.device))
 
-    def run_layer(self, cache, index: int, hidden: torch.Tensor, start: int) -> torch.Tensor:
+    def rotary(self, start: int, count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Positions start .. start+count-1 and their rotary embeddings (cos, sin), to slice."""
+        positions = torch.arange(start, start + count, device=self.device).unsqueeze(0)
+        cos, sin = self.body.rotary_emb(self.body.embed_tokens.weight[:1][None], positions)
+        return positions, cos, sin
+
+    def run_layer(self, cache, index: int, hidden: torch.Tensor, start: int, rotary=None) -> torch.Tensor:
         """Run `hidden` (1, q, H), the inputs of positions start .. start+q-1, through layer
-        `index`; that layer's cache must hold exactly `start` positions."""
+        `index`; that layer's cache must hold exactly `start` positions. `rotary`: (first position,
+        positions, cos, sin) from `rotary()` covering these positions (None: computed here)."""
         held = cache._cache.layers[index].get_seq_length()
         if held != start:
             raise ForesayError(f"layer {index} holds {held} positions, not the {start} its input follows")
         q = hidden.shape[1]
-        positions = torch.arange(start, start + q, device=self.device).unsqueeze(0)
-        rotary = self.body.rotary_emb(hidden, positions)
+        if rotary is None:
+            rotary = (start, *self.rotary(start, q))
+        first, positions, cos, sin = rotary
+        at = slice(start - first, start - first + q)
+        positions, rotary = positions[:, at], (cos[:, at], sin[:, at])
         return self.layers[index](hidden, attention_mask=self._mask(start, q, hidden.dtype),
                                   position_embeddings=rotary, position_ids=positions,
                                   past_key_values=cache._cache, use_cache=True)

@@ -81,8 +81,9 @@ class _Frontier:
     each one's hidden state and depth (layers it has been through; never rising along positions,
     so the positions needing a layer are always a suffix)."""
 
-    def __init__(self, runner: LayerwiseModel, cache, base: int):
+    def __init__(self, runner: LayerwiseModel, cache, base: int, room: int):
         self.runner, self.cache, self.base = runner, cache, base
+        self.rotary = (base, *runner.rotary(base, room))  # every position the round may hold
         self.tokens: list[int] = []
         self.hidden: list[torch.Tensor] = []
         self.depth: list[int] = []
@@ -98,7 +99,8 @@ class _Frontier:
         while self.depth[-1] < target:
             layer = self.depth[-1]
             s = self.depth.index(layer)
-            out = self.runner.run_layer(self.cache, layer, torch.cat(self.hidden[s:], dim=1), self.base + s)
+            out = self.runner.run_layer(self.cache, layer, torch.cat(self.hidden[s:], dim=1), self.base + s,
+                                        self.rotary)
             for k in range(s, len(self.tokens)):
                 self.hidden[k] = out[:, k - s:k - s + 1]
                 self.depth[k] = layer + 1
@@ -138,9 +140,10 @@ class SpecBound:
         base = len(cache)
         if any(layer.get_seq_length() != base for layer in self.runner.cache_layers(cache)):
             raise ForesayError("SpecBound: the cache's layers do not all hold the conversation")
-        frontier = _Frontier(self.runner, cache, base)
+        width = min(self.bounds.width, budget - 1)
+        frontier = _Frontier(self.runner, cache, base, width + 1)
         frontier.add(pending)
-        drafted, exits, stop = self._draft(frontier, min(self.bounds.width, budget - 1))
+        drafted, exits, stop = self._draft(frontier, width)
         with PassClock(self.lm, len(frontier.tokens)):
             frontier.raise_to(self.runner.n_layers)
             argmax = frontier.final_argmax()
