@@ -59,7 +59,8 @@ def missed_summary(missed) -> dict:
             "tokens_per_round": (sum(d.confirmed for d in drafting) + rounds) / rounds if rounds else 0.0,
             "exits": {str(k): v for k, v in sorted(exits.items())},
             "stopped_by_depth": sum(d.stopped_by_depth for d in drafting),
-            "stopped_by_width": sum(d.stopped_by_width for d in drafting)}
+            "stopped_by_width": sum(d.stopped_by_width for d in drafting),
+            "stopped_by_chain": sum(d.stopped_by_chain for d in drafting)}
     return out
 
 
@@ -83,20 +84,29 @@ class _AlwaysWrong:
         return self.wrong, 1.0
 
 
-def _decode(strategy, cache, pending: int, tokens: int) -> list[int]:
+def _decode(strategy, cache, pending: int, tokens: int, one_by_one: bool = False) -> list[int]:
+    """`tokens` tokens from `pending` on, or to the end of the reply; `one_by_one`: a budget of one token per advance (SpecBound
+    then drafts nothing: a plain step through its layer-by-layer pass)."""
     done: list[int] = []
-    while len(done) + 1 < tokens:
-        step = strategy.advance(cache, done, pending, tokens - len(done) - 1)
+    while len(done) + 1 < tokens and pending not in cache.lm.eos_ids:
+        step = strategy.advance(cache, done, pending, 1 if one_by_one else tokens - len(done) - 1)
         done += step.accepted
         pending = step.pending
     return done + [pending]
 
 
-def measure_worst_case(lm, prompts: list[str], spec: str, tokens: int = 32, repeats: int = 5) -> dict:
-    """Decode `tokens` tokens after each prompt with plain steps and with SpecBound whose every
-    draft is wrong (a token absent from the reply, proposed with certainty at the first exit),
-    never giving up and with its configured give-up; medians of per-prompt time ratios to plain
-    steps, the three runs interleaved."""
+VARIANTS = ("plain", "layerwise_plain", "specbound", "worst_never_gives_up", "worst_gives_up")
+
+
+def measure_continuation_cost(lm, prompts: list[str], spec: str, tokens: int = 32, repeats: int = 5) -> dict:
+    """Time to decode the reply (at most `tokens` tokens) to each prompt, as a ratio to plain steps (medians over
+    prompts of per-prompt medians; variants interleaved, so a slow spell hits them alike):
+    - layerwise_plain: one token per pass through SpecBound's layer-by-layer pass (no drafting):
+      how much of a gain is the leaner pass rather than the drafting;
+    - specbound: as configured, with the model's heads;
+    - worst_*: every draft wrong (a token absent from the reply, proposed with certainty at the
+      first exit), never giving up (the cost of one rejected round, round after round) and with
+      the configured give-up (what a turn of wrong drafts costs at most)."""
     from dataclasses import replace
 
     from foresay.engine.kv import KVCache
@@ -105,39 +115,37 @@ def measure_worst_case(lm, prompts: list[str], spec: str, tokens: int = 32, repe
 
     config = ContinuationConfig.parse(spec)
     if config.kind != "specbound":
-        raise ForesayError("the worst case is measured for the specbound continuation")
-    names = ("plain", "never_gives_up", "gives_up")
-    ratios: dict[str, list[float]] = {n: [] for n in names[1:]}
-    stats: dict[str, list] = {n: [] for n in names}
+        raise ForesayError("the continuation cost is measured for the specbound continuation")
+    ratios: dict[str, list[float]] = {n: [] for n in VARIANTS[1:]}
+    passes: dict[str, list[int]] = {n: [] for n in VARIANTS}
     for text in prompts:
         prompt = list(Conversation(lm).prompt(text).ids)
-        times: dict[str, list[float]] = {n: [] for n in names}
+        times: dict[str, list[float]] = {n: [] for n in VARIANTS}
         reply: list[int] | None = None
         for _ in range(repeats):
-            for name in names:
+            for name in VARIANTS:
                 cache = KVCache(lm)
                 _, logits = cache.sync(prompt)
                 if name == "plain":
                     strategy = PlainSteps()
                 else:
-                    patience = 0 if name == "never_gives_up" else config.patience
+                    patience = 0 if name == "worst_never_gives_up" else config.patience
                     strategy = make_continuation(replace(config, patience=patience), [], lm)
+                if name.startswith("worst"):
                     wrong = next(t for t in range(lm.model.config.vocab_size)
                                  if t not in reply and t not in lm.eos_ids)
                     strategy.heads = _AlwaysWrong(strategy.heads, wrong)
                 start = time.perf_counter()
-                out = _decode(strategy, cache, int(logits[-1].argmax()), tokens)
+                out = _decode(strategy, cache, int(logits[-1].argmax()), tokens, name == "layerwise_plain")
                 times[name].append(time.perf_counter() - start)
                 if reply is None:
                     reply = out
                 elif out != reply:
-                    raise ForesayError("worst case: SpecBound's reply differs from plain greedy decoding")
-                stats[name].append(strategy.stats)
+                    raise ForesayError(f"continuation cost: {name} decoded another reply than plain steps")
+                passes[name].append(strategy.stats.passes)
         plain = statistics.median(times["plain"])
         for name in ratios:
             ratios[name].append(statistics.median(times[name]) / plain)
-    per_run = {n: sum(s.passes for s in stats[n]) / len(stats[n]) for n in names}
-    return {"prompts": len(prompts), "tokens": tokens, "spec": spec,
-            "slowdown_never_gives_up": statistics.median(ratios["never_gives_up"]),
-            "slowdown_gives_up": statistics.median(ratios["gives_up"]),
-            "passes_per_reply": per_run}
+    return {"prompts": len(prompts), "tokens": tokens, "repeats": repeats, "spec": spec,
+            "time_vs_plain": {n: statistics.median(r) for n, r in ratios.items()},
+            "passes_per_reply": {n: statistics.fmean(p) for n, p in passes.items()}}

@@ -35,7 +35,9 @@ class ContinuationConfig:
     window: jacobi: positions per pass, the pending token included (>= 2).
     width / depth / threshold: specbound: at most `width` draft tokens a round (W), drafted by
         exit heads at layers up to `depth` (L; None: the deepest head), a token exiting once its
-        head's tempered top-1 probability reaches `threshold` (P).
+        head's tempered top-1 probability reaches `threshold` (P); drafting also stops once the
+        product of the round's exit probabilities (the heads' estimate that every draft so far is
+        right) falls below `chain`.
     fill: jacobi: keep the window full past the end of the stale draft, guessing the unknown
         positions by repeating the last guess (pays off with a consistency-trained model, CLLM).
     patience / min_gain: jacobi and specbound give up (plain steps for the rest of the turn) after
@@ -49,6 +51,7 @@ class ContinuationConfig:
     width: int = 6
     depth: int | None = None
     threshold: float = 0.6
+    chain: float = 0.3
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -59,6 +62,8 @@ class ContinuationConfig:
             raise ForesayError("continuation: patience and min_gain must be >= 0")
         if self.width < 1 or (self.depth is not None and self.depth < 1):
             raise ForesayError("continuation: the SpecBound width W and depth L must be >= 1")
+        if not 0 <= self.chain < 1:
+            raise ForesayError("continuation: the SpecBound chain floor must be in [0, 1)")
         if not 0 < self.threshold <= 1:
             raise ForesayError("continuation: the SpecBound exit threshold P must be in (0, 1]")
 
@@ -262,7 +267,7 @@ def make_continuation(config: ContinuationConfig, stale: list[int], lm=None) -> 
         from foresay.engine.predgen.specbound import Bounds, SpecBound
         if lm is None:
             raise ForesayError("the specbound continuation needs the model (make_continuation(..., lm))")
-        return SpecBound(lm, load_exit_heads(lm), Bounds(config.width, config.depth, config.threshold),
+        return SpecBound(lm, load_exit_heads(lm), Bounds(config.width, config.depth, config.threshold, config.chain),
                          GiveUpWhenSlow(config.patience, config.min_gain))
     return JacobiFromDraft(stale, FixedWindow(config.window, config.fill),
                            GiveUpWhenSlow(config.patience, config.min_gain))

@@ -38,10 +38,13 @@ from foresay.engine.predgen.layerwise import LayerwiseModel, PassClock
 class Bounds:
     """width: W, the most draft tokens a round proposes. depth: L, the deepest layer a draft token
     may exit at (None: the deepest exit head). threshold: a head's tempered top-1 probability at
-    which a token exits."""
+    which a token exits. chain: drafting stops once the product of the round's exit
+    probabilities (the chance that every draft so far is right, as calibrated heads see it)
+    falls below it (0: never)."""
     width: int = 6
     depth: int | None = None
     threshold: float = 0.6
+    chain: float = 0.0
 
     def __post_init__(self):
         if self.width < 1:
@@ -50,6 +53,8 @@ class Bounds:
             raise ForesayError("SpecBound: the depth bound L must be >= 1")
         if not 0 < self.threshold <= 1:
             raise ForesayError("SpecBound: the exit threshold must be in (0, 1]")
+        if not 0 <= self.chain < 1:
+            raise ForesayError("SpecBound: the chain floor must be in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class SpecBoundStats:
     exits: tuple[tuple[int, int], ...] = ()     # (exit layer, draft tokens that exited there)
     stopped_by_depth: int = 0
     stopped_by_width: int = 0
+    stopped_by_chain: int = 0
     layer_positions: int = 0
 
     @property
@@ -165,6 +171,7 @@ class SpecBound:
                              + (stop == "depth"), exits=tuple(sorted(counts.items())),
                              stopped_by_depth=b.stopped_by_depth + (stop == "depth"),
                              stopped_by_width=b.stopped_by_width + (stop == "width"),
+                             stopped_by_chain=b.stopped_by_chain + (stop == "chain"),
                              layer_positions=b.layer_positions + frontier.work)
         step = Advance((pending, *drafted[:confirmed]), argmax[confirmed], len(exits) + (stop == "depth") + 1,
                        len(frontier.tokens), confirmed)
@@ -177,9 +184,11 @@ class SpecBound:
 
     def _draft(self, frontier: _Frontier, width: int) -> tuple[list[int], list[int], str | None]:
         """Draft up to `width` tokens after the frontier's pending token: (drafts, the exit layer
-        of each, why drafting stopped: "depth", "width", "end" or None when no draft was allowed)."""
+        of each, why drafting stopped: "depth", "width", "chain", "end", or None when no draft was
+        allowed)."""
         drafted: list[int] = []
         exits: list[int] = []
+        chain = 1.0
         while len(drafted) < width:
             token = None
             with PassClock(self.lm, 1):
@@ -187,6 +196,7 @@ class SpecBound:
                     frontier.raise_to(layer)
                     candidate, p = self.heads.confidence(i, frontier.hidden[-1])
                     if p >= self.bounds.threshold:
+                        chain *= p
                         token = candidate
                         exits.append(layer)
                         break
@@ -196,6 +206,8 @@ class SpecBound:
             frontier.add(token)
             if token in self.lm.eos_ids:
                 return drafted, exits, "end"
+            if chain < self.bounds.chain:
+                return drafted, exits, "chain"
         return drafted, exits, "width" if width else None
 
     def _done(self, step: Advance) -> Advance:
