@@ -68,7 +68,7 @@ def test_specbound_predgen_equals_plain_greedy(deep_lm, seed, spec):
     attach_exit_heads(deep_lm, _random_heads(deep_lm, (1, 2, 3), seed))
     config = _config(spec)
     drafted = 0
-    for prompt in make_prompts(5, seed + 20):
+    for prompt in make_prompts(4, seed + 20):
         turn = PredGenTurn(Conversation(deep_lm), config)
         record = drive_word_by_word(turn, prompt)
         turn.finish()
@@ -81,7 +81,7 @@ def test_specbound_predgen_equals_plain_greedy(deep_lm, seed, spec):
 def test_two_layer_model_with_one_exit_equals_greedy(tiny_lm):
     attach_exit_heads(tiny_lm, _random_heads(tiny_lm, (1,), seed=5))
     config = _config("specbound:5::0.05")
-    for prompt in make_prompts(4, 40):
+    for prompt in make_prompts(3, 40):
         turn = PredGenTurn(Conversation(tiny_lm), config)
         drive_word_by_word(turn, prompt)
         turn.finish()
@@ -180,7 +180,7 @@ def test_shipped_heads_on_the_demo_model_equal_greedy_with_history(demo_lm):
     """Held-out requests, word by word, earlier turns kept as history, with the shipped heads."""
     config = PredGenConfig(max_new_tokens=64, continuation=ContinuationConfig.parse("specbound"))
     drafted = confirmed = 0
-    for dialogue in DialogueGenerator(DomainConfig(seed=5), "test").dialogues(8):
+    for dialogue in DialogueGenerator(DomainConfig(seed=5), "test").dialogues(6):
         conv = Conversation(demo_lm)
         for text in (t.user for t in dialogue.turns):
             turn = PredGenTurn(conv, config)
@@ -241,3 +241,28 @@ def test_specs_settings_and_bench_option():
         ["baseline", "greedy+specbound", "topk:3+jacobi", "jacobi"]
     with pytest.raises(ForesayError, match="ar, jacobi, specbound"):
         continuation_spec("medusa")
+
+
+def test_heads_trainer_writes_heads_the_model_loads(tmp_path, tiny_lm):
+    """The feature-caching trainer end to end, in miniature (the shipped heads: its card)."""
+    from foresay.engine.demo.train_specbound import HeadsTrainConfig, run_training
+
+    config = HeadsTrainConfig(dialogues=3, val_dialogues=2, exit_layers=(1,), rank=4, epochs=2,
+                              max_reply=12, batch_size=16)
+    out = tmp_path / "heads.safetensors"
+    card = run_training(config, "tiny-random", out, progress=lambda *_: None)
+    assert card["train"]["positions"] > 0 and card["val"]["positions"] > 0
+    heads = load_exit_heads(tiny_lm, out)
+    assert heads.exit_layers == (1,) and heads.temperatures == pytest.approx(card["annealed_temperatures"], abs=1e-3)
+    with pytest.raises(ForesayError, match="exit layers"):  # tiny-random has 2 layers: no exit after 2
+        run_training(HeadsTrainConfig(dialogues=1, val_dialogues=1, exit_layers=(2,)), "tiny-random", out)
+
+
+def test_bench_refuses_a_continuation_it_cannot_run(load_fixture_lm):
+    from foresay.app.cli import main
+
+    load_fixture_lm("tiny-random")  # the fixture folder, built once
+    assert main(["bench", "predgen", "--model", "tiny-random", "--continuation", "medusa"]) == 2
+    # tiny-random ships no exit heads: the first turn says so
+    assert main(["bench", "predgen", "--model", "tiny-random", "--limit", "1", "--threads", "1",
+                 "--methods", "greedy", "--continuation", "specbound"]) == 2

@@ -159,6 +159,7 @@ def run_training(config: HeadsTrainConfig, model: str, out: Path, progress=print
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     lm = load_llm(LLMConfig(model=model, device="cpu", dtype="float32", threads=config.threads, cache="dynamic"))
+    heads = ExitHeads(lm, config.exit_layers, config.rank)  # checks the exit layers against the model
     train = DialogueGenerator(DomainConfig(seed=config.seed), "train").dialogues(config.dialogues)
     val = DialogueGenerator(DomainConfig(seed=config.seed), "val").dialogues(config.val_dialogues)
     feats, y, data = cache_features(lm, train, config.exit_layers, config.max_reply, progress)
@@ -166,8 +167,7 @@ def run_training(config: HeadsTrainConfig, model: str, out: Path, progress=print
     data_seconds = time.perf_counter() - started
     progress(f"cached {data['positions']} training and {vdata['positions']} validation positions "
              f"in {data_seconds:.0f} s")
-    heads = ExitHeads(lm, config.exit_layers, config.rank)
-    untrained_temps, untrained = fit_temperatures(heads, vfeats, vy)
+    _, untrained = fit_temperatures(heads, vfeats, vy)
     losses = train_heads(heads, feats, y, config, progress)
     temps, report = fit_temperatures(heads, vfeats, vy)
     heads.set_temperatures(temps)
