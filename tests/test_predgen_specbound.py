@@ -228,6 +228,8 @@ def test_unsupported_models_are_refused(load_fixture_lm):
     sliding = load_fixture_lm("tiny-sliding")
     with pytest.raises(ForesayError, match="SpecBound cannot run"):
         SpecBound(sliding, None)
+    with pytest.raises(ForesayError, match="specbound continuation cannot run tiny-sliding"):
+        PredGenTurn(Conversation(sliding), _config("specbound"))
 
 
 def test_specs_settings_and_bench_option():

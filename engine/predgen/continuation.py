@@ -253,6 +253,12 @@ def prepare_continuation(config: ContinuationConfig, lm) -> None:
     missing file is reported when the turn starts, not when the user stops speaking."""
     if config.kind == "specbound":
         from foresay.engine.predgen.exit_heads import load_exit_heads
+        from foresay.engine.predgen.layerwise import layerwise_unsupported
+        why = layerwise_unsupported(lm)
+        if why is None and getattr(lm, "cache_kind", "dynamic") != "dynamic":
+            why = "it needs the dynamic KV cache (set llm.cache = \"dynamic\")"
+        if why:
+            raise ForesayError(f"the specbound continuation cannot run {getattr(lm, 'name', 'this model')}: {why}")
         load_exit_heads(lm)
 
 

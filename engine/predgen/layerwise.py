@@ -25,6 +25,8 @@ ATTENTION = ("sdpa", "eager")
 def layerwise_unsupported(lm) -> str | None:
     """Why layer-by-layer runs cannot work on this model (None: they can)."""
     model = getattr(lm, "model", None)
+    if model is None or not hasattr(model, "get_output_embeddings"):
+        return "its layers are not in this process (a server backend?)"
     config = getattr(model, "config", None)
     kind = getattr(config, "model_type", "?")
     if kind not in ARCHITECTURES:
