@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from foresay.app.bench_continuation import (apply_continuation, measure_continuation_cost, missed_summary,
-                                            paired_ttfs_ratio)
+                                            paired_ttfs_ratio, print_continuation_lines)
 from foresay.app.paths import check_outputs, read_text
 from foresay.engine.errors import ForesayError
 
@@ -318,21 +318,7 @@ def print_table(report: dict) -> None:
                   f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
                   f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
                   f"positions per pass)")
-        if m.get("ttfs_missed_ms") is not None:
-            vs = m.get("ttfs_missed_vs_plain")
-            print(f"{name}: TTFS on partial/rejected turns mean {m['ttfs_missed_ms']:.1f} ms, median "
-                  f"{m['ttfs_missed_median_ms']:.1f} ms" + (f", {vs:.2f}x lower than plain steps (median of "
-                                                           f"paired turns)" if vs else ""))
-        if "specbound" in m:
-            sb = m["specbound"]
-            print(f"{name}: {sb['drafted']} drafts in {sb['rounds']} rounds (mean draft {sb['mean_draft']:.2f}), "
-                  f"acceptance {100 * sb['acceptance']:.1f}%, {sb['tokens_per_round']:.2f} tokens per "
-                  f"completion pass; exits by layer {sb['exits']}")
-    if "continuation_cost" in report:
-        cc = report["continuation_cost"]
-        ratios = ", ".join(f"{k} {v:.2f}" for k, v in cc["time_vs_plain"].items())
-        print(f"continuation cost ({cc['spec']}, {cc['tokens']} tokens after {cc['prompts']} prompts), "
-              f"time relative to plain steps: {ratios}")
+    print_continuation_lines(report)
     if "pass_timing" in report:
         pt = report["pass_timing"]
         verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))

@@ -119,6 +119,13 @@ def model_fingerprint(lm) -> dict:
             "vocab": int(head.shape[0]), "head_sum": round(float(head.abs().sum()), 2)}
 
 
+def same_model(a: dict, b: dict) -> bool:
+    """Fingerprints of one model: same shapes, LM-head checksums equal up to rounding (the same
+    weights in bfloat16 on a GPU and in float32 on a CPU)."""
+    shapes = all(a.get(k) == b.get(k) for k in ("layers", "hidden", "vocab"))
+    return shapes and abs(a["head_sum"] - b["head_sum"]) <= 1e-3 * max(1.0, abs(b["head_sum"]))
+
+
 def heads_path(lm) -> Path | None:
     """Where the heads of `lm` live: beside its weights (None: the model has no local folder)."""
     folder = Path(str(getattr(lm.model, "name_or_path", "") or ""))
@@ -143,7 +150,7 @@ def load_exit_heads(lm, path: Path | None = None) -> ExitHeads:
         if not meta:
             raise ForesayError(f"{path} is not a SpecBound heads file (no 'specbound' metadata)")
         tensors = {k: f.get_tensor(k) for k in f.keys()}
-    if meta["fingerprint"] != model_fingerprint(lm):
+    if not same_model(meta["fingerprint"], model_fingerprint(lm)):
         raise ForesayError(f"{path} holds heads trained for another model ({meta['fingerprint']}, this one: "
                            f"{model_fingerprint(lm)}); train them again: "
                            + TRAIN_COMMAND.format(model=lm.name, path=path))
@@ -160,6 +167,6 @@ def load_exit_heads(lm, path: Path | None = None) -> ExitHeads:
 
 def attach_exit_heads(lm, heads: ExitHeads) -> None:
     """Make `heads` the ones SpecBound uses for `lm` (loading does this; tests attach their own)."""
-    if heads.fingerprint != model_fingerprint(lm):
+    if not same_model(heads.fingerprint, model_fingerprint(lm)):
         raise ForesayError("these exit heads were made for another model")
     lm._exit_heads = heads
