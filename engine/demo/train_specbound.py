@@ -23,10 +23,12 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
+from foresay.engine.demo.cli import warmup_cosine_lr
 from foresay.engine.errors import ForesayError
 
 
@@ -104,6 +106,7 @@ def train_heads(heads, feats: list[torch.Tensor], y: torch.Tensor, config: Heads
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = (len(y) + config.batch_size - 1) // config.batch_size
     total = steps_per_epoch * config.epochs
+    schedule = SimpleNamespace(lr=config.lr, warmup=0, steps=total)
     step, last = 0, [0.0] * len(feats)
     for epoch in range(config.epochs):
         order = torch.randperm(len(y), generator=gen)
@@ -111,7 +114,7 @@ def train_heads(heads, feats: list[torch.Tensor], y: torch.Tensor, config: Heads
         for lo in range(0, len(y), config.batch_size):
             idx = order[lo:lo + config.batch_size]
             for group in optimizer.param_groups:
-                group["lr"] = config.lr * (0.1 + 0.9 * 0.5 * (1 + torch.cos(torch.tensor(step / total * 3.14159265)).item()))
+                group["lr"] = warmup_cosine_lr(step, schedule, floor=0.1)
             losses = [F.cross_entropy(heads.logits(i, f[idx]), y[idx]) for i, f in enumerate(feats)]
             optimizer.zero_grad(set_to_none=True)
             sum(losses).backward()
