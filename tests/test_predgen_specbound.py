@@ -161,7 +161,10 @@ def test_depth_bound_stops_drafting_and_heads_past_it_are_never_asked(deep_lm):
     greedy = cold_greedy(deep_lm, Conversation(deep_lm).prompt(FINAL).ids, 20)
     strategy = SpecBound(deep_lm, heads, Bounds(width=6, depth=2, threshold=1.0))  # nothing exits
     assert _run(deep_lm, strategy, 20)[0] == greedy
-    assert strategy.bound.drafted == 0 and strategy.bound.stopped_by_depth == strategy.bound.rounds
+    # every round stops at the depth bound but the last (a budget of one token: no drafting), and
+    # rounds without drafts never count towards giving up
+    assert strategy.bound.drafted == 0 and strategy.bound.stopped_by_depth == strategy.bound.rounds - 1 == 18
+    assert strategy.stats.gave_up_at is None
     low = SpecBound(deep_lm, heads, Bounds(width=6, depth=2, threshold=0.01))
     assert _run(deep_lm, low, 20)[0] == greedy
     assert {layer for layer, _ in low.bound.exits} <= {1, 2} and low.bound.drafted > 0

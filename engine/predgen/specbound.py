@@ -19,8 +19,9 @@ One `advance` is a round:
 Lossless by construction: a draft token is accepted only where the full model's argmax, computed
 from accepted tokens only, equals it; the heads change how much is drafted, never what is kept.
 The worst case (every draft rejected) costs the round's draft steps on top of one step; after
-`patience` rounds in a row that confirm fewer than `min_gain` drafts, the turn goes on in plain
-steps, so the loss over plain decoding is bounded.
+`patience` drafting rounds in a row that confirm fewer than `min_gain` drafts, the turn goes on
+in plain steps, so the loss over plain decoding is bounded. (A round in which no token exits
+costs about one plain step plus the heads' products: it never counts towards giving up.)
 """
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ class SpecBound:
         depth = heads.exit_layers[-1] if bounds.depth is None else bounds.depth
         self.exits = [(i, e) for i, e in enumerate(heads.exit_layers) if e <= depth]
         if not self.exits:
-            raise ForesayError(f"SpecBound: no exit head at or above the depth bound L={depth} "
+            raise ForesayError(f"SpecBound: no exit head at or before the depth bound L={depth} "
                                f"(the heads exit after layers {', '.join(map(str, heads.exit_layers))})")
         self.give_up = give_up
         self.gains: list[int] = []
@@ -175,7 +176,7 @@ class SpecBound:
                              layer_positions=b.layer_positions + frontier.work)
         step = Advance((pending, *drafted[:confirmed]), argmax[confirmed], len(exits) + (stop == "depth") + 1,
                        len(frontier.tokens), confirmed)
-        if drafted or stop == "depth":
+        if drafted:  # a round without drafts costs about a plain step: it never counts as slow
             self.gains.append(confirmed)
             if self.give_up.give_up(self.gains):
                 self._plain = True
