@@ -50,11 +50,22 @@ def render_soak(requests, gap_s: float, path: Path, seed: int = 0) -> Path:
     return write_wav(path, np.concatenate(parts))
 
 
+def turn_finals(metrics: list[dict]) -> list[dict]:
+    """One record per turn: a turn resumed after an early end (the user went on within the resume
+    window) is recorded at each end, the last record holding all its words."""
+    last: dict = {}
+    for i, m in enumerate(metrics):
+        last[m.get("turn", f"record {i}")] = m
+    return list(last.values())
+
+
 def score(requests, metrics: list[dict], memory: list[float]) -> dict:
+    ends = len(metrics)
+    metrics = turn_finals(metrics)
     said = [w for r in requests for w in words(r.text)]
     heard = [w for m in metrics for w in words(m["user_text"])]
     aligned = difflib.SequenceMatcher(a=said, b=heard, autojunk=False).get_matching_blocks()
-    report = {"requests": len(requests), "turns_found": len(metrics), "words_said": len(said),
+    report = {"requests": len(requests), "turns_found": len(metrics), "ends_declared": ends, "words_said": len(said),
               "words_heard": len(heard), "words_said_and_heard": sum(block.size for block in aligned),
               "memory_mb": {"after_first_turn": round(memory[0], 1) if memory else None,
                             "after_last_turn": round(memory[-1], 1) if memory else None}}

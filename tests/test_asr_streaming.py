@@ -159,6 +159,18 @@ def test_a_pause_in_silence_before_any_speech_finalizes_nothing():
     assert final.text.split() == list(words)  # no word repeated
 
 
+def test_silence_left_after_a_cut_is_not_decoded_into_words():
+    """Pieces of at most 2 s after the first cut (`segment_s`), then 3 s of silence at the end:
+    the silence left after a cut gives no words, not the word a model "hears" in silence."""
+    words = tuple(f"w{i}" for i in range(20))
+    utterance = SyntheticUtterance(words, pause_ms=3000, pause_after=frozenset(range(4, 20, 5)))
+    backend = _HearsAWordInSilence(utterance)
+    backend.window_seconds = 6.0
+    transcriber = StreamingTranscriber(backend, StreamingConfig(segment_s=2.0))
+    partials, final = stream(transcriber, utterance.audio())
+    assert final.text.split() == list(words) and transcriber.trims >= 3
+
+
 def test_silence_cut_takes_the_first_long_enough_gap_after_the_minimum_segment():
     audio = np.full(5 * SAMPLE_RATE, 0.1, dtype=np.float32)
     for start_s, length_ms in [(0.5, 300), (1.5, 100), (2.5, 200), (3.5, 400)]:

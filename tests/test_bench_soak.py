@@ -17,6 +17,12 @@ def test_the_score_counts_lost_words_and_compares_the_first_and_last_turns():
     assert report["answered_right_first_10"] == 1.0 and report["answered_right_last_10"] == 0.8
     joined = score(requests, [{"user_text": " ".join(r.text for r in requests[:6]), "reply_text": ""}], [1.0])
     assert joined["turns_found"] == 1 and joined["words_heard"] == 30 and "answered_right_last_10" not in joined
+    # a turn resumed after an early end is recorded at both ends: its words count once
+    resumed = [{"turn": 1, "user_text": requests[0].text, "reply_text": ""},
+               {"turn": 1, "user_text": f"{requests[0].text} {requests[1].text}", "reply_text": ""}]
+    report = score(requests[:2], resumed, [1.0])
+    assert report["turns_found"] == 1 and report["ends_declared"] == 2
+    assert report["words_heard"] == report["words_said_and_heard"] == 10
     garbled = [{"user_text": r.text.replace("plus", "minus"), "reply_text": r.reply} for r in requests]
     report = score(requests, garbled, [1.0])
     assert report["words_heard"] == 60 and report["words_said_and_heard"] == 48

@@ -236,12 +236,17 @@ class StreamingTranscriber:
 
     def _decode(self) -> list[int]:
         self._trim_if_long()
-        if len(self.audio) == 0:
+        if len(self.audio) == 0 or (self.trims and self._silent(self.audio)):
+            # what is left after a cut may be silence only: it holds no words (a model given only
+            # silence may still "hear" one)
             return list(self.committed)
         guess = self.previous[len(self.committed):]
         hypothesis = self.backend.transcribe(self.audio, forced=self.committed, prompt=self._prompt(), guess=guess)
         self.decodes.append(hypothesis)
         return self.committed + list(hypothesis.tokens)
+
+    def _silent(self, audio: np.ndarray) -> bool:
+        return frame_levels(audio).max(initial=0.0) < self.config.silence_rms
 
     def _prompt(self) -> list[int]:
         earlier = (self.history if self.config.history_prompt else []) + self.finalized
@@ -252,9 +257,8 @@ class StreamingTranscriber:
         tail = self.audio[-pause:]
         if len(self.audio) < pause or not current:
             return
-        spoken = frame_levels(self.audio[:-pause]).max(initial=0.0) >= self.config.silence_rms
         # a window of silence only has no text to finalize (a model may still "hear" a word in it)
-        if spoken and float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) < self.config.silence_rms:
+        if not self._silent(self.audio[:-pause]) and float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) < self.config.silence_rms:
             self.pauses.append(_Pause(self.samples_heard - pause // 2, tuple(current)))
 
     def _trim_if_long(self) -> None:
@@ -295,8 +299,11 @@ class StreamingTranscriber:
         fits = self.audio[: int((self.backend.window_seconds - 0.5) * SAMPLE_RATE)]
         cut = silence_cut(fits, silence_rms=self.config.silence_rms, gap_ms=self.config.gap_ms,
                           min_segment_s=self.config.min_segment_s)
-        hypothesis = self.backend.transcribe(self.audio[:cut], prompt=self._prompt(), guess=self.previous)
-        self.decodes.append(hypothesis)
+        if self._silent(self.audio[:cut]):
+            hypothesis = Hypothesis(())
+        else:
+            hypothesis = self.backend.transcribe(self.audio[:cut], prompt=self._prompt(), guess=self.previous)
+            self.decodes.append(hypothesis)
         log.debug("trim without a committed pause: %.2f s finalized as %r", cut / SAMPLE_RATE,
                   self.backend.text.decode(hypothesis.tokens))
         self._trim(_Pause(self.window_start + cut, tuple(hypothesis.tokens)))
