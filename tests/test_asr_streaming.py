@@ -171,6 +171,24 @@ def test_silence_left_after_a_cut_is_not_decoded_into_words():
     assert final.text.split() == list(words) and transcriber.trims >= 3
 
 
+class _HearsQuietly(ScriptedBackend):
+    """A recognizer that hears a speaker 26 dB quieter (every 10 ms below `silence_rms`)."""
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        return super().transcribe(np.asarray(audio) * 20, forced, prompt, guess)
+
+
+def test_a_quiet_speaker_is_not_taken_for_silence():
+    words = tuple(f"w{i}" for i in range(60))
+    utterance = SyntheticUtterance(words, pause_ms=200, pause_after=frozenset(range(4, 60, 5)))
+    backend = _HearsQuietly(utterance)
+    backend.window_seconds = 6.0
+    quiet = utterance.audio() / 20
+    assert np.abs(quiet).max() < StreamingConfig().silence_rms
+    partials, final = stream(StreamingTranscriber(backend, StreamingConfig(segment_s=3.0)), quiet)
+    assert final.text.split() == list(words)
+
+
 def test_silence_cut_takes_the_first_long_enough_gap_after_the_minimum_segment():
     audio = np.full(5 * SAMPLE_RATE, 0.1, dtype=np.float32)
     for start_s, length_ms in [(0.5, 300), (1.5, 100), (2.5, 200), (3.5, 400)]:

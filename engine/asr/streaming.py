@@ -167,6 +167,7 @@ class StreamingTranscriber:
         self.pauses: list[_Pause] = []
         self.revision = 0
         self.trims = 0
+        self._loudest = 0.0  # RMS of the loudest 10 ms heard
         self.decodes: list[Hypothesis] = []
         self._preview: _Preview | None = None  # valid until audio is appended or a hop runs
 
@@ -179,6 +180,7 @@ class StreamingTranscriber:
         if len(samples):
             self._preview = None
         self.audio = np.concatenate([self.audio, samples])
+        self._loudest = max(self._loudest, float(frame_levels(samples).max(initial=0.0)))
 
     def hop(self) -> PartialTranscript:
         """Decode what was heard so far and return the next partial transcript."""
@@ -245,8 +247,14 @@ class StreamingTranscriber:
         self.decodes.append(hypothesis)
         return self.committed + list(hypothesis.tokens)
 
+    @property
+    def _silence_rms(self) -> float:
+        """`silence_rms`, or a quarter of the loudest 10 ms heard for a quieter speaker, whose
+        words must never count as silence."""
+        return min(self.config.silence_rms, self._loudest / 4)
+
     def _silent(self, audio: np.ndarray) -> bool:
-        return frame_levels(audio).max(initial=0.0) < self.config.silence_rms
+        return frame_levels(audio).max(initial=0.0) < self._silence_rms
 
     def _prompt(self) -> list[int]:
         earlier = (self.history if self.config.history_prompt else []) + self.finalized
@@ -258,7 +266,7 @@ class StreamingTranscriber:
         if len(self.audio) < pause or not current:
             return
         # a window of silence only has no text to finalize (a model may still "hear" a word in it)
-        if not self._silent(self.audio[:-pause]) and float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) < self.config.silence_rms:
+        if not self._silent(self.audio[:-pause]) and float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) < self._silence_rms:
             self.pauses.append(_Pause(self.samples_heard - pause // 2, tuple(current)))
 
     def _trim_if_long(self) -> None:
@@ -297,7 +305,7 @@ class StreamingTranscriber:
         is no substitute: a model that heard several sentences at once may leave words out, and
         its last word may straddle any cut.)"""
         fits = self.audio[: int((self.backend.window_seconds - 0.5) * SAMPLE_RATE)]
-        cut = silence_cut(fits, silence_rms=self.config.silence_rms, gap_ms=self.config.gap_ms,
+        cut = silence_cut(fits, silence_rms=self._silence_rms, gap_ms=self.config.gap_ms,
                           min_segment_s=self.config.min_segment_s)
         if self._silent(self.audio[:cut]):
             hypothesis = Hypothesis(())
