@@ -5,7 +5,8 @@ each followed by `--gap` seconds of silence, and replayed through the whole pipe
 the conversation's history grows turn by turn. Reported:
 
 - turns found and the words said vs the words heard (all final transcripts together; a short
-  gap may join requests into one turn, but no word may go missing);
+  gap may join requests into one turn, but no word may go missing), and how many of the words
+  said were heard in order (a word-level alignment: garbled words do not count);
 - with one turn per request: the share answered right in the first ten turns and in the last
   ten (a model fed more history than it handles answers worse and worse);
 - the process's resident memory after the first turn and after the last.
@@ -13,6 +14,7 @@ the conversation's history grows turn by turn. Reported:
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import random
 import tempfile
@@ -48,11 +50,23 @@ def render_soak(requests, gap_s: float, path: Path, seed: int = 0) -> Path:
     return write_wav(path, np.concatenate(parts))
 
 
+def turn_finals(metrics: list[dict]) -> list[dict]:
+    """One record per turn: a turn resumed after an early end (the user went on within the resume
+    window) is recorded at each end, the last record holding all its words."""
+    last: dict = {}
+    for i, m in enumerate(metrics):
+        last[m.get("turn", f"record {i}")] = m
+    return list(last.values())
+
+
 def score(requests, metrics: list[dict], memory: list[float]) -> dict:
+    ends = len(metrics)
+    metrics = turn_finals(metrics)
     said = [w for r in requests for w in words(r.text)]
     heard = [w for m in metrics for w in words(m["user_text"])]
-    report = {"requests": len(requests), "turns_found": len(metrics), "words_said": len(said),
-              "words_heard": len(heard),
+    aligned = difflib.SequenceMatcher(a=said, b=heard, autojunk=False).get_matching_blocks()
+    report = {"requests": len(requests), "turns_found": len(metrics), "ends_declared": ends, "words_said": len(said),
+              "words_heard": len(heard), "words_said_and_heard": sum(block.size for block in aligned),
               "memory_mb": {"after_first_turn": round(memory[0], 1) if memory else None,
                             "after_last_turn": round(memory[-1], 1) if memory else None}}
     if len(metrics) == len(requests):

@@ -6,7 +6,7 @@ from foresay.engine.asr.backends import Hypothesis
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
-from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
+from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber, silence_cut
 
 SENTENCE = "I would like to book a table for their family at eight tonight please".split()
 
@@ -80,12 +80,13 @@ def test_hard_limit_without_committed_pause_keeps_the_window_under_30_s():
     assert transcriber.trims >= 1
     assert max(call["samples"] for call in backend.calls) <= 30 * SAMPLE_RATE
     assert_committed_only_grows(partials)
-    assert final.text.split()[:50] == list(words[:50])
+    # cut at the quietest moment (a 40 ms gap between words), not where the last hypothesis ended
+    assert final.text.split() == list(words)
 
 
 def test_config_is_validated():
     for bad in [dict(hop_ms=10), dict(prompt_tokens=500), dict(trim_after_s=30), dict(min_pause_ms=1),
-                dict(silence_rms=0)]:
+                dict(silence_rms=0), dict(gap_ms=5), dict(min_segment_s=0), dict(segment_s=0.5)]:
         with pytest.raises(InvalidAsrConfig):
             StreamingConfig(**bad)
 
@@ -104,9 +105,7 @@ def test_a_burst_of_coalesced_audio_past_the_window_is_still_decodable():
     final = transcriber.finish()
     assert max(call["samples"] for call in backend.calls) <= 30 * SAMPLE_RATE
     assert second.committed.split()[: len(first.committed.split())] == first.committed.split()
-    heard = final.text.split()
-    assert heard[:len(first.text.split()) - 1] == list(words[:len(first.text.split()) - 1])
-    assert heard[-10:] == list(words[-10:]) and len(heard) == len(set(heard))  # nothing repeated
+    assert final.text.split() == list(words)  # nothing dropped, nothing repeated
 
 
 def test_a_short_window_model_is_trimmed_within_its_window():
@@ -122,6 +121,84 @@ def test_a_short_window_model_is_trimmed_within_its_window():
     assert max(call["samples"] for call in backend.calls) <= 6 * SAMPLE_RATE
     assert final.text.split() == list(words) and transcriber.trims >= 3
     assert_committed_only_grows(partials)
+
+
+def test_continuous_speech_past_a_short_window_is_cut_at_its_gaps_and_loses_no_word():
+    """Sentences 200 ms apart (no pause long enough to commit at) to a model that hears 6 s: each
+    full window is cut at a silence between sentences and nothing is dropped or split."""
+    words = tuple(f"w{i}" for i in range(60))
+    utterance = SyntheticUtterance(words, pause_ms=200, pause_after=frozenset(range(4, 60, 5)))
+    assert len(utterance.audio()) / SAMPLE_RATE > 20
+    backend = ScriptedBackend(utterance)
+    backend.window_seconds = 6.0
+    transcriber = StreamingTranscriber(backend)
+    partials, final = stream(transcriber, utterance.audio())
+    assert final.text.split() == list(words) and transcriber.trims >= 3
+    assert max(call["samples"] for call in backend.calls) <= 6 * SAMPLE_RATE
+    assert_committed_only_grows(partials)
+    # every trim finalized whole sentences: the cuts lie in the gaps after every fifth word
+    assert len(backend.text.decode(transcriber.finalized).split()) % 5 == 0
+
+
+class _HearsAWordInSilence(ScriptedBackend):
+    """Like a real model given only silence: it "hears" the first word of the request."""
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        if np.abs(np.asarray(audio)).max(initial=0.0) <= 0.02 and not forced:
+            self.calls.append({"samples": len(audio), "forced": (), "prompt": tuple(prompt)})
+            return Hypothesis((self.text.id(self.utterance.words[0]),))
+        return super().transcribe(audio, forced, prompt, guess)
+
+
+def test_a_pause_in_silence_before_any_speech_finalizes_nothing():
+    words = tuple(f"w{i}" for i in range(20))
+    utterance = SyntheticUtterance(words, lead_ms=600)  # 8 s without a pause after the first word
+    backend = _HearsAWordInSilence(utterance)
+    backend.window_seconds = 6.0
+    partials, final = stream(StreamingTranscriber(backend), utterance.audio())
+    assert final.text.split() == list(words)  # no word repeated
+
+
+def test_silence_left_after_a_cut_is_not_decoded_into_words():
+    """Pieces of at most 2 s after the first cut (`segment_s`), then 3 s of silence at the end:
+    the silence left after a cut gives no words, not the word a model "hears" in silence."""
+    words = tuple(f"w{i}" for i in range(20))
+    utterance = SyntheticUtterance(words, pause_ms=3000, pause_after=frozenset(range(4, 20, 5)))
+    backend = _HearsAWordInSilence(utterance)
+    backend.window_seconds = 6.0
+    transcriber = StreamingTranscriber(backend, StreamingConfig(segment_s=2.0))
+    partials, final = stream(transcriber, utterance.audio())
+    assert final.text.split() == list(words) and transcriber.trims >= 3
+
+
+class _HearsQuietly(ScriptedBackend):
+    """A recognizer that hears a speaker 26 dB quieter (every 10 ms below `silence_rms`)."""
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        return super().transcribe(np.asarray(audio) * 20, forced, prompt, guess)
+
+
+def test_a_quiet_speaker_is_not_taken_for_silence():
+    words = tuple(f"w{i}" for i in range(60))
+    utterance = SyntheticUtterance(words, pause_ms=200, pause_after=frozenset(range(4, 60, 5)))
+    backend = _HearsQuietly(utterance)
+    backend.window_seconds = 6.0
+    quiet = utterance.audio() / 20
+    assert np.abs(quiet).max() < StreamingConfig().silence_rms
+    partials, final = stream(StreamingTranscriber(backend, StreamingConfig(segment_s=3.0)), quiet)
+    assert final.text.split() == list(words)
+
+
+def test_silence_cut_takes_the_first_long_enough_gap_after_the_minimum_segment():
+    audio = np.full(5 * SAMPLE_RATE, 0.1, dtype=np.float32)
+    for start_s, length_ms in [(0.5, 300), (1.5, 100), (2.5, 200), (3.5, 400)]:
+        at = int(start_s * SAMPLE_RATE)
+        audio[at: at + length_ms * SAMPLE_RATE // 1000] = 0.0
+    cut = silence_cut(audio, silence_rms=0.01, gap_ms=150, min_segment_s=1.0)
+    assert cut == int(2.6 * SAMPLE_RATE)  # not the one before 1 s, not the 100 ms one
+    audio[int(0.2 * SAMPLE_RATE):] = 0.1
+    audio[int(3.0 * SAMPLE_RATE): int(3.0 * SAMPLE_RATE) + 160] = 0.001  # no gap: the quietest frame
+    assert silence_cut(audio, silence_rms=0.01, gap_ms=150, min_segment_s=1.0) == 3 * SAMPLE_RATE
 
 
 class _CompletingBackend(ScriptedBackend):

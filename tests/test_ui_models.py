@@ -3,7 +3,7 @@ import pytest
 
 from foresay.engine.events import (
     AudioChunk, BadEvent, DraftUpdated, Interrupt, LoadProgress, PartialTranscript, ReplyDone,
-    SentenceReady, SpeechStarted, StatusMessage, TurnEnded, TurnMetrics,
+    ReplyHeard, SentenceReady, SpeechStarted, StatusMessage, TurnEnded, TurnMetrics,
 )
 from foresay.ui.conversation import LISTENING, SPEAKING, THINKING, USER_SPEAKING, ConversationModel, split_draft
 from foresay.ui.errors import InvalidUiConfig
@@ -80,6 +80,20 @@ def test_reply_grows_by_sentence_and_an_interrupt_marks_it():
     model.apply(ReplyDone(1, 1.6, text="First one.", outcome="partial"))
     last = model.turns[-1]
     assert (last.text, last.interrupted, last.done, last.outcome) == ("First one.", True, True, "partial")
+
+
+def test_the_header_says_listening_again_once_the_reply_has_played():
+    """A reply complete as text before its audio plays (a speculated first sentence): the
+    header said "speaking" until the user spoke again (seen in the window on a fresh machine)."""
+    model = feed(ConversationModel(), finished_turn_events(turn=1))   # ReplyDone first
+    assert model.phase == LISTENING
+    model.apply(AudioChunk(1, 11.7))
+    assert model.phase == SPEAKING
+    model.apply(ReplyHeard(1, 13.0))
+    assert model.phase == LISTENING
+    model.apply(SpeechStarted(2, 14.0))
+    model.apply(ReplyHeard(1, 14.1))   # a late report of the previous reply changes nothing
+    assert model.phase == USER_SPEAKING
 
 
 # --- latency -----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from foresay.engine.events import (
     AudioChunk, DraftUpdated, EndOfTurnEstimate, Event, FinalTranscript, FirstSentenceReady, Interrupt,
-    PartialTranscript, ReplyDone, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
+    PartialTranscript, ReplyDone, ReplyHeard, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
 )
 
 LISTENING, USER_SPEAKING, THINKING, SPEAKING = "listening", "user speaking", "thinking", "speaking"
@@ -207,6 +207,14 @@ class ConversationModel:
         self.phase = SPEAKING
         return True
 
+    def _on_reply_heard(self, e: ReplyHeard) -> bool:
+        """Playback ended. The reply's text is often complete (ReplyDone) before its audio has
+        played, so only this ends "speaking"."""
+        if e.turn_id != self.current_turn or self.phase != SPEAKING:
+            return False
+        self.phase = LISTENING
+        return True
+
     def _on_interrupt(self, e: Interrupt) -> bool:
         """Marks the reply that was talked over: the one of `turn_id`, else the latest one."""
         i = self._assistant_index(e.turn_id)
@@ -236,5 +244,6 @@ class ConversationModel:
         SentenceReady: _on_sentence,
         ReplyDone: _on_reply_done,
         AudioChunk: _on_audio,
+        ReplyHeard: _on_reply_heard,
         Interrupt: _on_interrupt,
     }

@@ -5,9 +5,11 @@
 window with the committed tokens forced as the decoder prefix, so only the tail is decoded;
 `LocalAgreement` commits the words two consecutive hypotheses agree on (never the last one).
 Utterances longer than the model's window are trimmed at a pause whose text is all committed;
-that text moves to `finalized` and into the prompt, so nothing is lost or repeated. Only when a
-whole window passes without such a pause does it cut at the last pause heard (or, failing that,
-where the last hypothesis ended), where a word at the cut may be split.
+that text moves to `finalized` and into the prompt, so nothing is lost or repeated. When a whole
+window passes without such a pause (continuous speech, short gaps between sentences), the window
+is cut at its first silence between words instead: the audio before it is decoded on its own and
+finalized, the rest stays. No audio is ever dropped; only speech without any silence for a whole
+window is cut at its quietest moment, where a word may be split.
 
 `preview_final()` computes the final transcript during a silence without changing the state;
 `finish()` then returns it without decoding again if no audio was appended (and no hop ran)
@@ -15,6 +17,7 @@ since, and decodes as usual otherwise.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -26,6 +29,8 @@ from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.models import SAMPLE_RATE, check_audio
 from foresay.engine.asr.vocab import MAX_PROMPT_TOKENS
 from foresay.engine.events import FinalTranscript, PartialTranscript
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,14 @@ class StreamingConfig:
     # No word is committed before the window holds this much audio: two hops over the first half
     # second agree on a guess too easily, and committed words are forced into every later decode.
     commit_after_s: float = 1.0
+    # Without a committed pause, a full window is cut at its first silence this long (a gap
+    # between words or sentences) after at least `min_segment_s` of audio.
+    gap_ms: int = 150
+    min_segment_s: float = 1.0
+    # 0: off. Once an utterance has outgrown a window, the rest is cut into pieces no longer than
+    # this (at silences; the final transcript too): for a model trained on short utterances, such
+    # as the demo Whisper (one request each), which leaves words out of a window holding two.
+    segment_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -72,6 +85,12 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"silence_rms must be in (0, 1), got {self.silence_rms}")
         if not 0.0 <= self.commit_after_s <= 10.0:
             raise InvalidAsrConfig(f"commit_after_s must be in 0..10, got {self.commit_after_s}")
+        if not 20 <= self.gap_ms <= 5000:
+            raise InvalidAsrConfig(f"gap_ms must be in 20..5000, got {self.gap_ms}")
+        if not 0.1 <= self.min_segment_s <= 10.0:
+            raise InvalidAsrConfig(f"min_segment_s must be in 0.1..10, got {self.min_segment_s}")
+        if self.segment_s and not self.min_segment_s < self.segment_s <= 29.0:
+            raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
 
 
 class LocalAgreement:
@@ -89,6 +108,32 @@ class LocalAgreement:
         return max(committed, cut)
 
 
+_FRAME = SAMPLE_RATE // 100  # 10 ms
+
+
+def frame_levels(audio: np.ndarray) -> np.ndarray:
+    """RMS level of each whole 10 ms frame."""
+    n = len(audio) // _FRAME
+    frames = audio[: n * _FRAME].reshape(n, _FRAME).astype(np.float64)
+    return np.sqrt(np.mean(frames ** 2, axis=1))
+
+
+def silence_cut(audio: np.ndarray, *, silence_rms: float, gap_ms: int, min_segment_s: float) -> int:
+    """Where to cut audio that must be trimmed (a sample index inside it): the middle of its first
+    silence of at least `gap_ms` whose middle lies `min_segment_s` or more into it; without one,
+    its quietest 10 ms frame after `min_segment_s` (a word may be split there)."""
+    levels = frame_levels(audio)
+    first = min(int(min_segment_s * 100), max(len(levels) - 1, 0))
+    quiet = np.concatenate([[False], levels < silence_rms, [False]])
+    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
+    for start, end in zip(edges[::2], edges[1::2]):
+        if end - start >= gap_ms / 10 and (start + end) // 2 >= first:
+            return int(start + end) // 2 * _FRAME
+    if len(levels) <= first:
+        return len(audio)
+    return (first + int(np.argmin(levels[first:]))) * _FRAME
+
+
 @dataclass(frozen=True)
 class _Pause:
     """A hop whose audio ended in silence: everything before `sample` reads as `tokens`."""
@@ -104,8 +149,7 @@ class _Preview:
     decodes: tuple[Hypothesis, ...]  # what the final decode added to `decodes`
 
 
-_STATE = ("audio", "window_start", "finalized", "committed", "previous", "pauses", "revision", "trims",
-          "_decoded_until")
+_STATE = ("audio", "window_start", "finalized", "committed", "previous", "pauses", "revision", "trims")
 
 
 class StreamingTranscriber:
@@ -123,7 +167,7 @@ class StreamingTranscriber:
         self.pauses: list[_Pause] = []
         self.revision = 0
         self.trims = 0
-        self._decoded_until = 0  # absolute sample up to which the last hypothesis heard
+        self._loudest = 0.0  # RMS of the loudest 10 ms heard
         self.decodes: list[Hypothesis] = []
         self._preview: _Preview | None = None  # valid until audio is appended or a hop runs
 
@@ -136,6 +180,7 @@ class StreamingTranscriber:
         if len(samples):
             self._preview = None
         self.audio = np.concatenate([self.audio, samples])
+        self._loudest = max(self._loudest, float(frame_levels(samples).max(initial=0.0)))
 
     def hop(self) -> PartialTranscript:
         """Decode what was heard so far and return the next partial transcript."""
@@ -193,26 +238,39 @@ class StreamingTranscriber:
 
     def _decode(self) -> list[int]:
         self._trim_if_long()
-        earlier = (self.history if self.config.history_prompt else []) + self.finalized
-        prompt = earlier[-self.config.prompt_tokens:] if self.config.prompt_tokens else []
-        if len(self.audio) == 0:
+        if len(self.audio) == 0 or (self.trims and self._silent(self.audio)):
+            # what is left after a cut may be silence only: it holds no words (a model given only
+            # silence may still "hear" one)
             return list(self.committed)
         guess = self.previous[len(self.committed):]
-        hypothesis = self.backend.transcribe(self.audio, forced=self.committed, prompt=prompt, guess=guess)
+        hypothesis = self.backend.transcribe(self.audio, forced=self.committed, prompt=self._prompt(), guess=guess)
         self.decodes.append(hypothesis)
-        self._decoded_until = self.samples_heard
         return self.committed + list(hypothesis.tokens)
+
+    @property
+    def _silence_rms(self) -> float:
+        """`silence_rms`, or a quarter of the loudest 10 ms heard for a quieter speaker, whose
+        words must never count as silence."""
+        return min(self.config.silence_rms, self._loudest / 4)
+
+    def _silent(self, audio: np.ndarray) -> bool:
+        return frame_levels(audio).max(initial=0.0) < self._silence_rms
+
+    def _prompt(self) -> list[int]:
+        earlier = (self.history if self.config.history_prompt else []) + self.finalized
+        return earlier[-self.config.prompt_tokens:] if self.config.prompt_tokens else []
 
     def _note_pause(self, current: list[int]) -> None:
         pause = int(self.config.min_pause_ms * SAMPLE_RATE / 1000)
         tail = self.audio[-pause:]
         if len(self.audio) < pause or not current:
             return
-        if float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) < self.config.silence_rms:
+        # a window of silence only has no text to finalize (a model may still "hear" a word in it)
+        if not self._silent(self.audio[:-pause]) and float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) < self._silence_rms:
             self.pauses.append(_Pause(self.samples_heard - pause // 2, tuple(current)))
 
     def _trim_if_long(self) -> None:
-        while len(self.audio) / SAMPLE_RATE >= self.trim_after_s and self._trim_once():
+        while self._trim_once():
             pass
 
     @property
@@ -222,28 +280,44 @@ class StreamingTranscriber:
         looked for while there is room."""
         return min(self.config.trim_after_s, self.backend.window_seconds - 1.0)
 
+    @property
+    def cut_after_s(self) -> float:
+        """Without a committed pause, a window this long is cut at a silence: the model's window
+        less two hops, and once the utterance has outgrown a window, `segment_s` where set."""
+        full = self.backend.window_seconds - 2 * self.config.hop_ms / 1000
+        return min(full, self.config.segment_s) if self.trims and self.config.segment_s else full
+
     def _trim_once(self) -> bool:
         seconds = len(self.audio) / SAMPLE_RATE
         committed = tuple(self.committed)
         safe = [p for p in self.pauses if committed[: len(p.tokens)] == p.tokens]
-        extending = [p for p in self.pauses if p.tokens[: len(committed)] == committed]
-        if safe:
+        if seconds >= self.trim_after_s and safe:
             self._trim(safe[-1])
-        elif seconds < self.backend.window_seconds - 2 * self.config.hop_ms / 1000:
-            return False  # wait for a committed pause while there is room
-        elif extending:
-            # No pause whose text is all committed: trust the hypothesis heard at the last pause.
-            self._trim(extending[-1])
-        elif self._decoded_until > self.window_start:
-            # A whole window without a usable pause: keep the last hypothesis and the audio after it.
-            self._trim(_Pause(self._decoded_until, tuple(self.previous)))
+        elif seconds >= self.cut_after_s:
+            self._trim_at_silence()
         else:
-            # More than a window arrived before any decode (a stalled worker): only the newest
-            # audio that fits can be heard; what was before it is lost.
-            drop = len(self.audio) - int((self.backend.window_seconds - 1) * SAMPLE_RATE)
-            self.audio, self.window_start = self.audio[drop:], self.window_start + drop
-            self.pauses = [p for p in self.pauses if p.sample > self.window_start]
+            return False  # wait for a committed pause while there is room
         return True
+
+    def _trim_at_silence(self) -> None:
+        """A whole window without a committed pause: decode the audio before its first silence
+        on its own and finalize that text; nothing is dropped. (A hypothesis of the whole window
+        is no substitute: a model that heard several sentences at once may leave words out, and
+        its last word may straddle any cut.)"""
+        fits = self.audio[: int((self.backend.window_seconds - 0.5) * SAMPLE_RATE)]
+        cut = silence_cut(fits, silence_rms=self._silence_rms, gap_ms=self.config.gap_ms,
+                          min_segment_s=self.config.min_segment_s)
+        if self._silent(self.audio[:cut]):
+            hypothesis = Hypothesis(())
+        else:
+            hypothesis = self.backend.transcribe(self.audio[:cut], prompt=self._prompt(), guess=self.previous)
+            self.decodes.append(hypothesis)
+        log.debug("trim without a committed pause: %.2f s finalized as %r", cut / SAMPLE_RATE,
+                  self.backend.text.decode(hypothesis.tokens))
+        self._trim(_Pause(self.window_start + cut, tuple(hypothesis.tokens)))
+        # The pauses heard so far read their audio from the whole window, where such a model may
+        # have left words out: after a cut at a silence, only pauses heard later may be trusted.
+        self.pauses = []
 
     def _trim(self, pause: _Pause) -> None:
         cut, kept = pause.sample - self.window_start, len(pause.tokens)
