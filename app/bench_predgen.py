@@ -7,7 +7,8 @@ every partial and verify at the end. Latencies are measured from the end of the 
 
 A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
 continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
-`jacobi:W:fill`); `jacobi` alone means greedy verification with Jacobi continuation.
+`jacobi:W:fill`; `streams`, `streams:K` on a model with stream embeddings such as demo-streams);
+`jacobi` alone means greedy verification with Jacobi continuation.
 """
 from __future__ import annotations
 
@@ -260,6 +261,9 @@ def run(args: argparse.Namespace) -> int:
                             api_key_env=args.api_key_env, tokenizer=args.tokenizer,
                             chat_template=args.chat_template, gguf_file=args.gguf_file,
                             timeout_s=args.timeout))
+    from foresay.engine.predgen.continuation import check_continuation
+    for method in methods:  # e.g. streams on a model without stream embeddings: said before any turn
+        check_continuation(ContinuationConfig.parse(split_method(method)[1]), lm)
     served = args.backend == "openai"
     warmup_s = lm.warmup() or 0.0
     config = PredGenConfig(max_new_tokens=args.max_new_tokens, tts_latency_s=args.tts_latency_ms / 1000)

@@ -21,22 +21,25 @@ from typing import Protocol
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
 
-KINDS = ("plain", "jacobi")
+KINDS = ("plain", "jacobi", "streams")
 
 
 @dataclass(frozen=True)
 class ContinuationConfig:
-    """kind: plain | jacobi.
+    """kind: plain | jacobi | streams (Speculative Streaming: needs a model with stream
+        embeddings, e.g. demo-streams; `engine.predgen.streams`).
     window: jacobi: positions per pass, the pending token included (>= 2).
     fill: jacobi: keep the window full past the end of the stale draft, guessing the unknown
         positions by repeating the last guess (pays off with a consistency-trained model, CLLM).
-    patience / min_gain: jacobi gives up (plain steps for the rest of the turn) after `patience`
-        passes in a row that each confirmed fewer than `min_gain` guessed tokens (0: never)."""
+    patience / min_gain: jacobi and streams give up (plain steps for the rest of the turn) after
+        `patience` passes in a row that each confirmed fewer than `min_gain` guessed tokens (0: never).
+    draft: streams: draft tokens verified per pass, at most the model's stream count (0: all)."""
     kind: str = "plain"
     window: int = 16
     fill: bool = False
     patience: int = 3
     min_gain: int = 1
+    draft: int = 0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -45,11 +48,18 @@ class ContinuationConfig:
             raise ForesayError("continuation: the Jacobi window needs at least 2 positions")
         if self.patience < 0 or self.min_gain < 0:
             raise ForesayError("continuation: patience and min_gain must be >= 0")
+        if self.draft < 0:
+            raise ForesayError("continuation: the streams' draft length must be >= 0")
 
     @classmethod
     def parse(cls, spec: str) -> "ContinuationConfig":
-        """"plain", "jacobi", "jacobi:W" (window W), "jacobi:W:fill" or "jacobi::fill"."""
+        """"plain", "jacobi", "jacobi:W" (window W), "jacobi:W:fill", "jacobi::fill", "streams" or
+        "streams:K" (K draft tokens per pass)."""
         kind, *opts = spec.strip().split(":")
+        if kind == "streams":
+            if len(opts) > 1 or (opts and not (opts[0].isdigit() and int(opts[0]) >= 1)):
+                raise ForesayError(f"bad continuation {spec!r}: write streams or streams:K (K >= 1 draft tokens)")
+            return cls("streams", draft=int(opts[0]) if opts else 0)
         if kind not in KINDS or (kind == "plain" and opts) or len(opts) > 2:
             raise ForesayError(f"bad continuation {spec!r}: write plain, jacobi, jacobi:W or jacobi:W:fill")
         fields = {}
@@ -67,6 +77,8 @@ class ContinuationConfig:
     def spec(self) -> str:
         if self.kind == "plain":
             return "plain"
+        if self.kind == "streams":
+            return f"streams:{self.draft}" if self.draft else "streams"
         return f"jacobi:{self.window}" + (":fill" if self.fill else "")
 
 
@@ -202,10 +214,22 @@ class JacobiFromDraft:
         return step
 
 
-def make_continuation(config: ContinuationConfig, stale: list[int]) -> Continuation:
+def make_continuation(config: ContinuationConfig, stale: list[int], lm=None) -> Continuation:
     """The strategy for one turn; `stale`: the rejected draft tail, shifted past the corrected
-    token (the guesses for the positions after the pending token)."""
+    token (the guesses for the positions after the pending token); `lm`: the model (streams
+    reads its stream embeddings)."""
     if config.kind == "plain":
         return PlainSteps()
+    if config.kind == "streams":
+        from foresay.engine.predgen.streams import make_streams
+        return make_streams(lm, stale, config.draft or None, GiveUpWhenSlow(config.patience, config.min_gain))
     return JacobiFromDraft(stale, FixedWindow(config.window, config.fill),
                            GiveUpWhenSlow(config.patience, config.min_gain))
+
+
+def check_continuation(config: ContinuationConfig, lm) -> None:
+    """Refuse, before any turn, a continuation the loaded model cannot run (streams without
+    stream embeddings names the model to use)."""
+    if config.kind == "streams":
+        from foresay.engine.predgen.streams import check_streams_model
+        check_streams_model(lm, config.draft or None)

@@ -292,7 +292,7 @@ class PredGenTurn:
             kept = len(self.draft)
         # the rejected tail, past the token the verification corrected: guesses for what follows
         stale = old[kept + 1:] if kept < len(old) else []
-        self.state.continuation = make_continuation(self.config.continuation, stale)
+        self.state.continuation = make_continuation(self.config.continuation, stale, self.lm)
         if baseline:
             outcome = "baseline"
         elif old_n is not None and kept >= old_n:
