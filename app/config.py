@@ -57,7 +57,9 @@ class PredGenSettings:
     continuation: how the reply goes on after the final verification when the draft's first
         sentence did not survive: plain (one token per pass) | jacobi (Jacobi iteration seeded with
         the stale draft, 16 positions per pass) | jacobi:W (W positions) | jacobi:W:fill (keeps
-        the window full past the draft; for consistency-trained models such as demo-cllm).
+        the window full past the draft; for consistency-trained models such as demo-cllm) |
+        streams | streams:K (Speculative Streaming: one pass verifies the draft and the model's
+        stream embeddings propose the next K tokens; needs such a model, e.g. demo-streams).
         Lossless either way. The rest as in PredGenConfig."""
     enabled: bool = True
     verifier: str = "greedy"

@@ -2,6 +2,8 @@
 draft and proposes the next. The reply must equal the model's own greedy decoding whatever the
 stream embeddings are (random ones here), and the cache must hold exactly prompt + accepted
 tokens after every pass: stream positions and rejected drafts never stay in it."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -20,24 +22,34 @@ SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 FINAL = "tell me about the weather in Paris"
 
 
+def _random_heads(lm, spec, seed):
+    """Random embeddings and, with a rank, random adapters (both halves: no adapter is a no-op)."""
+    heads = StreamHeads.random(spec, lm.model.config.hidden_size, seed=seed, model=lm.model)
+    with torch.no_grad():
+        for b in heads.b.values():
+            b.normal_(0, 0.3)
+    return heads
+
+
 def _streams_lm(load_fixture_lm, seed, spec=StreamsSpec(3, 1)):
     lm = load_fixture_lm("tiny-random", seed=seed)
-    attach_stream_heads(lm, StreamHeads.random(spec, lm.model.config.hidden_size, seed=seed))
+    attach_stream_heads(lm, _random_heads(lm, spec, seed))
     return lm
 
 
-@pytest.mark.parametrize("seed,count,spec,layers", [(20, 6, "streams", 1), (21, 4, "streams:2", 2),
-                                                    (22, 3, "streams:1", 1), (23, 3, "streams", 2)])
-def test_streams_predgen_equals_plain_greedy(load_fixture_lm, seed, count, spec, layers):
-    lm = _streams_lm(load_fixture_lm, seed, StreamsSpec(3, layers))
+@pytest.mark.parametrize("seed,count,spec,layers,rank", [(20, 3, "streams", 1, 0), (21, 2, "streams:2", 2, 4),
+                                                         (22, 2, "streams:1", 1, 2)])
+def test_streams_predgen_equals_plain_greedy(load_fixture_lm, seed, count, spec, layers, rank):
+    lm = _streams_lm(load_fixture_lm, seed, StreamsSpec(3, layers, rank))
+    never_give_up = replace(ContinuationConfig.parse(spec), patience=0)  # streams on every pass
     config = PredGenConfig(max_new_tokens=24, max_draft_tokens=20, margin_tokens=2, splitter=SHORT,
-                           continuation=ContinuationConfig.parse(spec))
+                           continuation=never_give_up)
     for prompt in make_prompts(count, seed):
         turn = PredGenTurn(Conversation(lm), config)
         record = drive_word_by_word(turn, prompt)
         turn.finish()
         assert turn.reply_ids() == cold_greedy(lm, turn.prompt.ids, config.max_new_tokens), prompt
-        assert record.continuation.strategy == "streams"
+        assert record.continuation.strategy == "streams" and record.continuation.gave_up_at is None
 
 
 def _greedy_from(lm, prompt, n):
@@ -94,7 +106,7 @@ def test_when_every_draft_fails_it_falls_back_to_plain_steps(load_fixture_lm):
 
 
 def test_the_main_stream_is_the_models_own_forward_and_streams_never_see_the_future(load_fixture_lm):
-    lm = _streams_lm(load_fixture_lm, 25)
+    lm = _streams_lm(load_fixture_lm, 25, StreamsSpec(3, 2, rank=4))
     model, heads = lm.model, lm_heads(lm)
     ids = lm.encode("a few words to run through the model, and some more")
     plain, streamed = lm.new_cache(), lm.new_cache()
@@ -110,7 +122,7 @@ def test_the_main_stream_is_the_models_own_forward_and_streams_never_see_the_fut
         streamed.crop(-(len(ids) - 6))  # the same pass on a shorter input: earlier streams unchanged
         _, shorter = multi_stream_forward(model, heads, streamed, torch.tensor([ids[6:len(ids) - 3]]))
         assert torch.allclose(shorter[0], streams[0, :shorter.shape[1]], atol=1e-5)
-        other = StreamHeads.random(heads.spec, model.config.hidden_size, seed=99)
+        other = _random_heads(lm, heads.spec, seed=99)
         streamed.crop(-(streamed.get_seq_length() - 6))
         main2, streams2 = multi_stream_forward(model, other, streamed, torch.tensor([ids[6:]]))
         assert torch.equal(main2, main) and not torch.allclose(streams2, streams)
@@ -131,12 +143,15 @@ def test_continuation_specs_and_clear_errors(load_fixture_lm, tmp_path):
     check_continuation(ContinuationConfig.parse("streams:3"), lm)
     with pytest.raises(ForesayError, match="1 to 3"):
         check_continuation(ContinuationConfig.parse("streams:4"), lm)
-    heads = StreamHeads.random(StreamsSpec(2, 1), 16, seed=1)
+    heads = _random_heads(lm, StreamsSpec(2, 1, rank=3), seed=1)
     heads.save(tmp_path)
     again = StreamHeads.load(tmp_path)
-    assert again.spec == heads.spec and torch.equal(again.embeddings, heads.embeddings)
+    assert again.spec == heads.spec and again.state_dict().keys() == heads.state_dict().keys()
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in heads.state_dict().items())
     with pytest.raises(ForesayError, match="do not fit"):
-        attach_stream_heads(lm, again)
+        attach_stream_heads(lm, StreamHeads.random(StreamsSpec(2, 1), 16, seed=1))
+    with pytest.raises(ForesayError, match="do not fit"):
+        attach_stream_heads(lm, StreamHeads(StreamsSpec(2, 1, rank=3), 64, {"0__self_attn__q_proj": (64, 64)}))
 
 
 def test_settings_and_bench_accept_streams():

@@ -7,10 +7,15 @@ cross-entropy of the main stream (AR, the base model's own objective on the same
 dialogues) plus `stream_weight` times each stream's cross-entropy. The whole model is tuned
 (AdamW, the stream embeddings at `stream_lr_scale` times the learning rate): the main stream's
 output therefore changes a little, and the result is a different model than the base, whose
-greedy decoding Speculative Streaming reproduces exactly. By default only what the streams pass
-through is tuned (the top `layers` decoder layers and the final norm; `tune_all` tunes every
-weight): the lower layers, embeddings and output head stay the base model's, which keeps the
-main stream close to it and makes a step cheaper (no backward pass below the streams).
+greedy decoding Speculative Streaming reproduces exactly.
+
+`tune` chooses what learns. "streams" (the default, the paper's lossless mode): the base weights
+stay frozen and the streams get low-rank adapters of `rank` on the top layers' linear maps,
+applied to stream rows only, so the main stream IS the base model (its replies and accuracy
+unchanged) and a step has no backward pass through the main stream. "top" (the top `layers`
+layers and the final norm) and "all" (every weight) are the paper's shared mode: on the demo
+model both cost exact-match accuracy (the top layers serve the streams at the expense of the
+next-token objective; measured in the model card).
 
 Like the base trainer, every sequence starts with the system prompt, whose KV is computed once
 per step and shared across the batch. Runtime code never imports this module; the result is an
@@ -44,7 +49,7 @@ class StreamsTrainConfig:
     stream_weight: weight of each stream's loss (the main stream's weighs 1).
     steps / batch_size / lr / warmup: AdamW schedule (linear warm-up, cosine decay to 10%).
     stream_lr_scale: the stream embeddings' learning rate, as a multiple of `lr`.
-    tune_all: tune every weight (False: only the top `layers` layers and the final norm).
+    tune: streams (base frozen, stream adapters of `rank`) | top | all (see the module notes).
     truncate_prob / unpunctuated_prob: as the base model's training data (cut-off and
         unpunctuated last requests), so P(end of turn) keeps its meaning."""
     seed: int = 0
@@ -53,10 +58,11 @@ class StreamsTrainConfig:
     stream_weight: float = 0.3
     steps: int = 200
     batch_size: int = 16
-    lr: float = 2e-4
+    lr: float = 1e-3
     warmup: int = 10
-    stream_lr_scale: float = 25.0
-    tune_all: bool = False
+    stream_lr_scale: float = 5.0
+    tune: str = "streams"
+    rank: int = 8
     weight_decay: float = 0.01
     truncate_prob: float = 0.3
     unpunctuated_prob: float = 0.25
@@ -66,7 +72,11 @@ class StreamsTrainConfig:
 
     def __post_init__(self):
         check_schedule("streams training", self)
-        StreamsSpec(self.streams, self.layers)
+        StreamsSpec(self.streams, self.layers, self.rank)
+        if self.tune not in ("streams", "top", "all"):
+            raise ForesayError("streams training: tune is streams, top or all")
+        if self.tune == "streams" and not self.rank:
+            raise ForesayError("streams training: tune=streams needs adapters (rank >= 1)")
         if self.stream_weight <= 0 or self.stream_lr_scale <= 0:
             raise ForesayError("streams training: stream_weight and stream_lr_scale must be positive")
 
@@ -111,7 +121,9 @@ def _length_batches(examples: list, size: int, rng: random.Random, pool: int = 8
 
 def train_streams(config: StreamsTrainConfig, base: Path, out: Path, system_prompt: str,
                   domain: DomainConfig, progress=print) -> dict:
-    """Fine-tune the model in `base` into `out` (weights in float16, stream embeddings in float32)."""
+    """Fine-tune the model in `base` into `out`: with tune=streams its files are copied as they are
+    (the main stream is the base model, bit for bit), else saved in float16; the stream
+    parameters in float32."""
     from transformers import AutoTokenizer, Qwen2ForCausalLM
 
     if config.threads:
@@ -121,29 +133,34 @@ def train_streams(config: StreamsTrainConfig, base: Path, out: Path, system_prom
     rng = random.Random(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = Qwen2ForCausalLM.from_pretrained(base, dtype=torch.float32)
-    spec = StreamsSpec(config.streams, config.layers)
+    spec = StreamsSpec(config.streams, config.layers, config.rank if config.tune == "streams" else 0)
     check_model(model, spec)
-    # streams start near the scale of the token embeddings, distinct from one another
-    scale = model.model.embed_tokens.weight.std().item()
-    heads = StreamHeads.random(spec, model.config.hidden_size, std=scale, seed=config.seed)
     encoder = ChatEncoder(tokenizer, system_prompt)
     prefix = tokenizer.encode(tokenizer.apply_chat_template(
         [{"role": "system", "content": system_prompt}], tokenize=False), add_special_tokens=False)
+    # streams start at the scale of the hidden states they are added to, distinct from one another
+    # (much smaller ones leave each stream predicting the main stream's next token for long)
+    with torch.no_grad():
+        states = model(input_ids=torch.tensor([prefix]), output_hidden_states=True).hidden_states
+    scale = states[model.config.num_hidden_layers - config.layers].pow(2).mean().sqrt().item()
+    heads = StreamHeads.random(spec, model.config.hidden_size, std=scale, seed=config.seed, model=model)
     dialogues = DialogueGenerator(domain, "train").dialogues(config.steps * config.batch_size)
     examples = encoder.training_examples(dialogues, config.truncate_prob, rng, True, config.unpunctuated_prob,
                                          random.Random(f"{config.seed}:punctuation"))
     _shared_prefix(examples, prefix)
     batches = _length_batches(examples, config.batch_size, rng)
-    tuned = list(model.parameters()) if config.tune_all else \
-        [p for m in (*model.model.layers[-config.layers:], model.model.norm) for p in m.parameters()]
+    tuned = {"all": list(model.parameters()), "streams": [],
+             "top": [p for m in (*model.model.layers[-config.layers:], model.model.norm) for p in m.parameters()]
+             }[config.tune]
     chosen = {id(p) for p in tuned}
     for p in model.parameters():
         p.requires_grad_(id(p) in chosen)
     model.train()
-    optimizer = torch.optim.AdamW([
-        {"params": tuned, "scale": 1.0},
-        {"params": list(heads.parameters()), "scale": config.stream_lr_scale, "weight_decay": 0.0}],
-        lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.98))
+    groups = [{"params": tuned, "scale": 1.0},
+              {"params": [heads.embeddings], "scale": config.stream_lr_scale, "weight_decay": 0.0},
+              {"params": list(heads.a.values()) + list(heads.b.values()), "scale": 1.0}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=config.lr,
+                                  weight_decay=config.weight_decay, betas=(0.9, 0.98))
     prefix_ids = torch.tensor([prefix])
     history: list[list[float]] = []
     out.mkdir(parents=True, exist_ok=True)
@@ -153,10 +170,12 @@ def train_streams(config: StreamsTrainConfig, base: Path, out: Path, system_prom
         return [sum(row[i] for row in window) / len(window) for i in range(len(window[0]))]
 
     def save(step: int) -> dict:
-        model.eval()
-        model.save_pretrained(out, state_dict={k: v.detach().to(torch.float16)
-                                               for k, v in model.state_dict().items()})
-        model.train()
+        if config.tune == "streams":
+            for name in ("config.json", "generation_config.json", "model.safetensors"):
+                shutil.copy(base / name, out / name)
+        else:
+            model.save_pretrained(out, state_dict={k: v.detach().to(torch.float16)
+                                                   for k, v in model.state_dict().items()})
         heads.save(out)
         tokenizer.save_pretrained(out)
         for name in ("chat_template.jinja", "foresay.json"):
@@ -166,7 +185,8 @@ def train_streams(config: StreamsTrainConfig, base: Path, out: Path, system_prom
         stats = {"config": asdict(config), "domain": asdict(domain), "steps_done": step,
                  "base_parameters": sum(p.numel() for p in model.parameters()),
                  "tuned_parameters": sum(p.numel() for p in tuned),
-                 "stream_parameters": heads.embeddings.numel(),
+                 "stream_parameters": sum(p.numel() for p in heads.parameters()),
+                 "stream_embedding_parameters": heads.embeddings.numel(), "stream_init_std": round(scale, 4),
                  "final_loss_main": round(losses[0], 4),
                  "final_loss_streams": [round(x, 4) for x in losses[1:]],
                  "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
@@ -212,12 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-seed", type=int, default=2, help="seed of the dialogue generator "
                         "(the base model saw seeds 0 and 1)")
     defaults = StreamsTrainConfig()
-    for name in ("seed", "streams", "layers", "steps", "batch_size", "warmup", "threads", "stop_at",
+    for name in ("seed", "streams", "layers", "rank", "steps", "batch_size", "warmup", "threads", "stop_at",
                  "checkpoint_every"):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     for name in ("lr", "stream_weight", "stream_lr_scale"):
         parser.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name))
-    parser.add_argument("--tune-all", action="store_true", help="tune every weight, not only the stream layers")
+    parser.add_argument("--tune", default=defaults.tune, choices=("streams", "top", "all"),
+                        help="streams: base frozen, stream adapters (lossless mode); top / all: shared mode")
 
     def command(args) -> int:
         fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
@@ -229,7 +250,39 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     parser.set_defaults(func=command)
-    return run(root, argv, positive=("steps", "batch_size", "streams", "layers"))
+
+    ev = commands.add_parser("eval", help="TTFS of the streams continuation vs plain steps on held-out "
+                             "requests drafted from a cut-off version (and the worst case)")
+    ev.add_argument("--model", default="demo-streams")
+    ev.add_argument("--requests", type=int, default=200, help="held-out dialogues (their first request)")
+    ev.add_argument("--repeats", type=int, default=3)
+    ev.add_argument("--seed", type=int, default=0, help="held-out data and cut-offs")
+    ev.add_argument("--threads", type=int, default=1)
+    ev.add_argument("--json", metavar="OUT")
+
+    def evaluate(args) -> int:
+        from foresay.engine.demo.streams_eval import held_out_requests, measure
+        from foresay.engine.llm import LLMConfig, load_llm
+        from foresay.engine.predgen.streams import attach_stream_heads, stream_heads
+
+        config = LLMConfig(model=args.model, device="cpu", threads=args.threads)
+        lm, worst = load_llm(config), load_llm(config)
+        heads = stream_heads(lm)
+        attach_stream_heads(worst, StreamHeads.random(heads.spec, lm.model.config.hidden_size, seed=12345))
+        specs = {"plain": ("trained", "plain"), "streams": ("trained", "streams"),
+                 "worst, no fallback": ("random", "streams"), "worst, fallback": ("random", "streams")}
+        report = measure({"trained": lm, "random": worst}, specs, held_out_requests(args.requests, args.seed),
+                         args.repeats, progress=lambda line: print(line, file=sys.stderr, flush=True),
+                         patience={"worst, no fallback": 0})
+        report.update(model=args.model, threads=args.threads)
+        text = json.dumps(report, indent=2)
+        print(text)
+        if args.json:
+            Path(args.json).write_text(text + "\n")
+        return 0
+
+    ev.set_defaults(func=evaluate)
+    return run(root, argv, positive=("steps", "batch_size", "streams", "layers", "requests", "repeats"))
 
 
 if __name__ == "__main__":

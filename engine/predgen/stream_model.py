@@ -8,6 +8,9 @@ the main stream's hidden state at t entering those layers plus embedding j, sits
 position t + j, attends to the main stream up to t and to streams 1..j at t, and predicts token
 t + 1 + j (the main stream at t predicts t + 1). The main stream never attends to the streams,
 so its output is the model's plain forward pass: the ordinary model runs without the streams.
+Optionally (`rank` > 0) the streams also get low-rank adapters on the top layers' linear maps,
+applied to the stream rows only: then the base weights can stay frozen during training and the
+main stream is exactly the base model (the paper's lossless mode).
 
 The pass runs the model's own decoder layers one by one (Llama/Qwen2-style layout): the main
 stream exactly as the model's forward would (same masks, same cache updates), then in each top
@@ -18,6 +21,7 @@ cache therefore only ever receives main-stream positions.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,54 +36,100 @@ STREAMS_WEIGHTS = "streams.safetensors"
 @dataclass(frozen=True)
 class StreamsSpec:
     """streams: gamma, speculative streams per position (the draft length they propose).
-    layers: top decoder layers that carry the streams (multi-stream attention)."""
+    layers: top decoder layers that carry the streams (multi-stream attention).
+    rank: rank of the stream-only low-rank adapters on those layers' linear maps (0: none, the
+        streams then differ from the main stream by their embeddings alone)."""
     streams: int = 3
     layers: int = 2
+    rank: int = 0
 
     def __post_init__(self):
         if not 1 <= self.streams <= 16:
             raise ForesayError("speculative streams: streams must lie in 1..16")
-        if self.layers < 1:
-            raise ForesayError("speculative streams: layers must be >= 1")
+        if self.layers < 1 or self.rank < 0:
+            raise ForesayError("speculative streams: layers must be >= 1 and rank >= 0")
 
 
 class StreamHeads(torch.nn.Module):
-    """The stream identifier embeddings: the only parameters Speculative Streaming adds."""
+    """What Speculative Streaming adds to a model: the stream identifier embeddings and, with
+    `rank` > 0, low-rank adapters that act on the stream rows only (so the main stream stays the
+    model's own: the paper's lossless mode, base weights frozen). Adapter `a` / `b` of a linear
+    map are keyed "<layer>__<module path with __ for dots>"."""
 
-    def __init__(self, spec: StreamsSpec, hidden_size: int):
+    def __init__(self, spec: StreamsSpec, hidden_size: int, adapters: dict[str, tuple[int, int]] | None = None):
         super().__init__()
         self.spec = spec
         self.embeddings = torch.nn.Parameter(torch.zeros(spec.streams, hidden_size))
+        self.a = torch.nn.ParameterDict({k: torch.nn.Parameter(torch.zeros(i, spec.rank))
+                                         for k, (i, o) in (adapters or {}).items()})
+        self.b = torch.nn.ParameterDict({k: torch.nn.Parameter(torch.zeros(spec.rank, o))
+                                         for k, (i, o) in (adapters or {}).items()})
 
     @classmethod
-    def random(cls, spec: StreamsSpec, hidden_size: int, std: float = 0.5, seed: int = 0) -> "StreamHeads":
-        heads = cls(spec, hidden_size)
+    def random(cls, spec: StreamsSpec, hidden_size: int, std: float = 0.5, seed: int = 0,
+               model=None) -> "StreamHeads":
+        """Random embeddings; with `spec.rank` the adapters of `model`'s top layers start as a
+        random `a` and a zero `b` (no effect until trained)."""
+        adapters = adapter_shapes(model, spec) if spec.rank else {}
+        heads = cls(spec, hidden_size, adapters)
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             heads.embeddings.copy_(torch.randn(spec.streams, hidden_size, generator=generator) * std)
+            for key, a in heads.a.items():
+                a.copy_(torch.randn(a.shape, generator=generator) / a.shape[0] ** 0.5)
         return heads
 
     def save(self, folder: Path) -> None:
         from safetensors.torch import save_file
         folder.mkdir(parents=True, exist_ok=True)
         (folder / STREAMS_CONFIG).write_text(json.dumps(asdict(self.spec), indent=2) + "\n")
-        save_file({"embeddings": self.embeddings.detach().float().contiguous()}, str(folder / STREAMS_WEIGHTS))
+        tensors = {"embeddings": self.embeddings}
+        tensors |= {f"a.{k}": v for k, v in self.a.items()} | {f"b.{k}": v for k, v in self.b.items()}
+        save_file({k: v.detach().float().contiguous() for k, v in tensors.items()}, str(folder / STREAMS_WEIGHTS))
 
     @classmethod
     def load(cls, folder: Path) -> "StreamHeads":
         from safetensors.torch import load_file
         try:
             spec = StreamsSpec(**json.loads((folder / STREAMS_CONFIG).read_text()))
-            embeddings = load_file(str(folder / STREAMS_WEIGHTS))["embeddings"]
+            tensors = load_file(str(folder / STREAMS_WEIGHTS))
+            embeddings = tensors["embeddings"]
+            shapes = {k[2:]: (v.shape[0], tensors["b." + k[2:]].shape[1]) for k, v in tensors.items()
+                      if k.startswith("a.")}
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ForesayError(f"the stream parameters in {folder} cannot be read: {exc}") from None
-        if embeddings.shape[0] != spec.streams:
-            raise ForesayError(f"{folder / STREAMS_WEIGHTS}: {embeddings.shape[0]} embeddings, "
-                               f"{STREAMS_CONFIG} says {spec.streams}")
-        heads = cls(spec, embeddings.shape[1])
-        with torch.no_grad():
-            heads.embeddings.copy_(embeddings)
+        if embeddings.shape[0] != spec.streams or bool(shapes) != bool(spec.rank):
+            raise ForesayError(f"{folder / STREAMS_WEIGHTS} does not match {STREAMS_CONFIG}")
+        heads = cls(spec, embeddings.shape[1], shapes)
+        heads.load_state_dict({"embeddings": embeddings} | {k: v for k, v in tensors.items() if k != "embeddings"})
         return heads
+
+    @contextmanager
+    def adapting(self, layer: torch.nn.Module, index: int):
+        """While open, `layer`'s linear maps add their stream adapters to what they return."""
+        hooks = []
+        for name, module in layer.named_modules():
+            key = f"{index}__{name.replace('.', '__')}"
+            if isinstance(module, torch.nn.Linear) and key in self.a:
+                a, b = self.a[key], self.b[key]
+                hooks.append(module.register_forward_hook(
+                    lambda mod, args, out, a=a, b=b: out + (args[0] @ a.to(out.dtype)) @ b.to(out.dtype)))
+        try:
+            yield
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+
+def adapter_shapes(model, spec: StreamsSpec) -> dict[str, tuple[int, int]]:
+    """(in, out) of every linear map in the top `spec.layers` decoder layers, by adapter key."""
+    if model is None:
+        raise ForesayError("speculative streams: adapters need the model they adapt")
+    layers = model.model.layers[:model.config.num_hidden_layers]
+    top = len(layers) - spec.layers
+    return {f"{top + i}__{name.replace('.', '__')}": (m.in_features, m.out_features)
+            for i, layer in enumerate(layers[top:]) for name, m in layer.named_modules()
+            if isinstance(m, torch.nn.Linear)}
 
 
 def check_model(model, spec: StreamsSpec) -> None:
@@ -149,6 +199,7 @@ def multi_stream_forward(model, heads: StreamHeads, cache, ids: torch.Tensor
         hidden = layer(hidden, attention_mask=main_mask, position_ids=positions, past_key_values=cache,
                        use_cache=True, position_embeddings=rope)
         if streams is not None:
-            streams = layer(streams, attention_mask=mask, position_ids=stream_positions, past_key_values=view,
-                            use_cache=True, position_embeddings=stream_rope)
+            with heads.adapting(layer, index) if heads.spec.rank else nullcontext():
+                streams = layer(streams, attention_mask=mask, position_ids=stream_positions, past_key_values=view,
+                                use_cache=True, position_embeddings=stream_rope)
     return inner.norm(hidden), inner.norm(streams).reshape(batch, n, gamma, -1)

@@ -28,7 +28,8 @@ import torch
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
 from foresay.engine.predgen.continuation import Advance, ContinuationStats, GiveUpWhenSlow, _check_entry
-from foresay.engine.predgen.stream_model import STREAMS_CONFIG, StreamHeads, check_model, multi_stream_forward
+from foresay.engine.predgen.stream_model import (STREAMS_CONFIG, StreamHeads, adapter_shapes, check_model,
+                                                  multi_stream_forward)
 
 STREAMS_MODEL = "demo-streams"  # the shipped model that has stream embeddings
 _HEADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # torch model -> its StreamHeads
@@ -37,6 +38,10 @@ _HEADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # torch model
 def attach_stream_heads(lm, heads: StreamHeads) -> None:
     """Give a loaded model stream embeddings (tests, or heads kept outside the model folder)."""
     check_model(lm.model, heads.spec)
+    if heads.spec.rank:
+        shapes = adapter_shapes(lm.model, heads.spec)
+        if any(shapes.get(k) != (a.shape[0], heads.b[k].shape[1]) for k, a in heads.a.items()):
+            raise ForesayError(f"the stream adapters do not fit {lm.name}'s layers")
     if heads.embeddings.shape[1] != lm.model.config.hidden_size:
         raise ForesayError(f"stream embeddings of width {heads.embeddings.shape[1]} do not fit "
                            f"{lm.name} (hidden size {lm.model.config.hidden_size})")
