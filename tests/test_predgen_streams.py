@@ -122,6 +122,13 @@ def test_the_main_stream_is_the_models_own_forward_and_streams_never_see_the_fut
         streamed.crop(-(len(ids) - 6))  # the same pass on a shorter input: earlier streams unchanged
         _, shorter = multi_stream_forward(model, heads, streamed, torch.tensor([ids[6:len(ids) - 3]]))
         assert torch.allclose(shorter[0], streams[0, :shorter.shape[1]], atol=1e-5)
+        joint_cache = lm.new_cache()  # the runtime's one-call-per-layer pass: the same sums, up to rounding
+        multi_stream_forward(model, heads, joint_cache, torch.tensor([ids[:6]]), joint=True)
+        main_j, streams_j = multi_stream_forward(model, heads, joint_cache, torch.tensor([ids[6:]]), joint=True)
+        assert joint_cache.get_seq_length() == len(ids)
+        assert torch.allclose(main_j, main, atol=1e-5) and torch.allclose(streams_j, streams, atol=1e-5)
+        for layer_p, layer_j in zip(plain.layers, joint_cache.layers):
+            assert torch.allclose(layer_p.keys, layer_j.keys, atol=1e-5)
         other = _random_heads(lm, heads.spec, seed=99)
         streamed.crop(-(streamed.get_seq_length() - 6))
         main2, streams2 = multi_stream_forward(model, other, streamed, torch.tensor([ids[6:]]))

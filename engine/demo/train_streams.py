@@ -268,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         config = LLMConfig(model=args.model, device="cpu", threads=args.threads)
         lm, worst = load_llm(config), load_llm(config)
         heads = stream_heads(lm)
-        attach_stream_heads(worst, StreamHeads.random(heads.spec, lm.model.config.hidden_size, seed=12345))
+        attach_stream_heads(worst, StreamHeads.random(heads.spec, lm.model.config.hidden_size, seed=12345,
+                                                      model=worst.model))
         specs = {"plain": ("trained", "plain"), "streams": ("trained", "streams"),
                  "worst, no fallback": ("random", "streams"), "worst, fallback": ("random", "streams")}
         report = measure({"trained": lm, "random": worst}, specs, held_out_requests(args.requests, args.seed),

@@ -64,6 +64,7 @@ class StreamHeads(torch.nn.Module):
                                          for k, (i, o) in (adapters or {}).items()})
         self.b = torch.nn.ParameterDict({k: torch.nn.Parameter(torch.zeros(spec.rank, o))
                                          for k, (i, o) in (adapters or {}).items()})
+        self._targets: dict[int, list] = {}
 
     @classmethod
     def random(cls, spec: StreamsSpec, hidden_size: int, std: float = 0.5, seed: int = 0,
@@ -105,15 +106,20 @@ class StreamHeads(torch.nn.Module):
         return heads
 
     @contextmanager
-    def adapting(self, layer: torch.nn.Module, index: int):
-        """While open, `layer`'s linear maps add their stream adapters to what they return."""
-        hooks = []
-        for name, module in layer.named_modules():
-            key = f"{index}__{name.replace('.', '__')}"
-            if isinstance(module, torch.nn.Linear) and key in self.a:
-                a, b = self.a[key], self.b[key]
-                hooks.append(module.register_forward_hook(
-                    lambda mod, args, out, a=a, b=b: out + (args[0] @ a.to(out.dtype)) @ b.to(out.dtype)))
+    def adapting(self, layer: torch.nn.Module, index: int, first: int = 0):
+        """While open, `layer`'s linear maps add their stream adapters to what they return for
+        rows `first` onwards (the stream rows)."""
+        targets = self._targets.get(id(layer))
+        if targets is None:  # found once per layer: walking the modules on every pass costs
+            targets = self._targets[id(layer)] = [
+                (module, self.a[key], self.b[key]) for name, module in layer.named_modules()
+                if isinstance(module, torch.nn.Linear) and (key := f"{index}__{name.replace('.', '__')}") in self.a]
+        def adapted(a, b):
+            if not first:
+                return lambda mod, args, out: out + (args[0] @ a) @ b
+            return lambda mod, args, out: torch.cat([out[:, :first], out[:, first:] + (args[0][:, first:] @ a) @ b], 1)
+
+        hooks = [module.register_forward_hook(adapted(a, b)) for module, a, b in targets]
         try:
             yield
         finally:
@@ -147,15 +153,32 @@ def check_model(model, spec: StreamsSpec) -> None:
 
 
 class _StreamView:
-    """Stands in for the cache in a stream row's attention: returns the layer's cached keys and
-    values (the main stream's, just written) followed by the streams' own, and stores nothing."""
+    """Stands in for the cache in a top layer's attention: stores the first `main` new rows' keys
+    and values (the main stream's; 0: they are stored already) and returns the layer's cached ones
+    followed by the streams' own, which it never stores."""
 
-    def __init__(self, cache):
+    def __init__(self, cache, main: int = 0):
         self.cache = cache
+        self.main = main
 
     def update(self, keys, values, layer_idx, *args, **kwargs):
-        layer = self.cache.layers[layer_idx]
-        return torch.cat([layer.keys, keys], dim=-2), torch.cat([layer.values, values], dim=-2)
+        if self.main:
+            cached_k, cached_v = self.cache.update(keys[..., :self.main, :], values[..., :self.main, :], layer_idx)
+            keys, values = keys[..., self.main:, :], values[..., self.main:, :]
+        else:
+            layer = self.cache.layers[layer_idx]
+            cached_k, cached_v = layer.keys, layer.values
+        return torch.cat([cached_k, keys], dim=-2), torch.cat([cached_v, values], dim=-2)
+
+
+def joint_mask(n: int, past: int, streams: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """Additive mask over [cached, main, streams] keys for the rows [main, streams]: main rows are
+    causal and never see a stream; stream rows as in `stream_mask`."""
+    main = torch.zeros(n, past + n + n * streams, dtype=dtype, device=device)
+    blocked = torch.arange(n, device=device)[None, :] > torch.arange(n, device=device)[:, None]
+    main[:, past:past + n].masked_fill_(blocked, torch.finfo(dtype).min)
+    main[:, past + n:] = torch.finfo(dtype).min
+    return torch.cat([main[None, None], stream_mask(n, past, streams, dtype, device)], 2)
 
 
 def stream_mask(n: int, past: int, streams: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -172,11 +195,16 @@ def stream_mask(n: int, past: int, streams: int, dtype: torch.dtype, device) -> 
     return mask[None, None]
 
 
-def multi_stream_forward(model, heads: StreamHeads, cache, ids: torch.Tensor
+def multi_stream_forward(model, heads: StreamHeads, cache, ids: torch.Tensor, joint: bool = False
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """Append `ids` (batch, n) to `cache` (a transformers Cache, main stream only) and return the
     final hidden states, normed: main (batch, n, hidden), streams (batch, n, streams, hidden).
-    Apply `model.lm_head` to what is needed."""
+    Apply `model.lm_head` to what is needed.
+
+    `joint`: each top layer runs the main and stream rows in one call (fewer, larger calls: faster
+    where per-call overhead dominates, as on a CPU); the main rows then attend through an explicit
+    mask that hides the streams, the same sums up to rounding (the lower layers stay bit-exact).
+    Otherwise the main stream runs exactly as the model's own forward, the streams after it."""
     from transformers.masking_utils import create_causal_mask
 
     inner = model.model
@@ -196,6 +224,8 @@ def multi_stream_forward(model, heads: StreamHeads, cache, ids: torch.Tensor
     for index, layer in enumerate(inner.layers[:model.config.num_hidden_layers]):
         if index == top:
             streams = (hidden[:, :, None, :] + heads.embeddings.to(hidden.dtype)).reshape(batch, n * gamma, -1)
+            if joint:
+                return _joint_top(model, heads, cache, hidden, streams, positions, stream_positions, past)
         hidden = layer(hidden, attention_mask=main_mask, position_ids=positions, past_key_values=cache,
                        use_cache=True, position_embeddings=rope)
         if streams is not None:
@@ -203,3 +233,22 @@ def multi_stream_forward(model, heads: StreamHeads, cache, ids: torch.Tensor
                 streams = layer(streams, attention_mask=mask, position_ids=stream_positions, past_key_values=view,
                                 use_cache=True, position_embeddings=stream_rope)
     return inner.norm(hidden), inner.norm(streams).reshape(batch, n, gamma, -1)
+
+
+def _joint_top(model, heads: StreamHeads, cache, hidden, streams, positions, stream_positions, past: int):
+    """The top layers of a joint pass: main and stream rows in one call per layer."""
+    inner = model.model
+    batch, n = positions.shape
+    gamma, top = heads.spec.streams, model.config.num_hidden_layers - heads.spec.layers
+    rows = torch.cat([hidden, streams], 1)
+    where = torch.cat([positions, stream_positions], 1)
+    rope = inner.rotary_emb(rows, where)
+    mask = joint_mask(n, past, gamma, rows.dtype, rows.device)
+    view = _StreamView(cache, main=n)
+    for index in range(top, model.config.num_hidden_layers):
+        layer = inner.layers[index]
+        with heads.adapting(layer, index, first=n) if heads.spec.rank else nullcontext():
+            rows = layer(rows, attention_mask=mask, position_ids=where, past_key_values=view, use_cache=True,
+                         position_embeddings=rope)
+    rows = inner.norm(rows)
+    return rows[:, :n], rows[:, n:].reshape(batch, n, gamma, -1)

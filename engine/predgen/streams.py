@@ -45,7 +45,7 @@ def attach_stream_heads(lm, heads: StreamHeads) -> None:
     if heads.embeddings.shape[1] != lm.model.config.hidden_size:
         raise ForesayError(f"stream embeddings of width {heads.embeddings.shape[1]} do not fit "
                            f"{lm.name} (hidden size {lm.model.config.hidden_size})")
-    _HEADS[lm.model] = heads.to(lm.device).eval()
+    _HEADS[lm.model] = heads.to(device=lm.device, dtype=lm.dtype).eval()
 
 
 def stream_heads(lm) -> StreamHeads:
@@ -80,7 +80,8 @@ class StreamsPass:
         lm = self.lm
         start = time.perf_counter()
         tensor = torch.tensor([ids], dtype=torch.long, device=lm.device)
-        main, streams = cache.append_with(lambda kv, _: multi_stream_forward(lm.model, self.heads, kv, tensor), ids)
+        main, streams = cache.append_with(
+            lambda kv, _: multi_stream_forward(lm.model, self.heads, kv, tensor, joint=True), ids)
         argmax = lm.model.lm_head(main[0]).float().argmax(-1).tolist()
         if lm.device.type == "cuda":
             torch.cuda.synchronize()
