@@ -115,3 +115,32 @@ def measure(lms: dict, specs: dict[str, tuple[str, str]], requests, repeats: int
             "reply_identical_to_plain": f"{identical[method]}/{len(rs)}",
         }
     return report
+
+
+def pass_costs(lm, prompt_ids: list[int], repeats: int = 50) -> dict:
+    """Median ms of a plain one-token step and of a streams pass over 1 + K positions (K = 0 and
+    K = the model's stream count) after `prompt_ids`, alternating: the worst case's price per
+    token is the full pass's over the step's."""
+    from foresay.engine.kv import KVCache
+    from foresay.engine.predgen.streams import StreamsPass, stream_heads
+
+    run = StreamsPass(lm, stream_heads(lm))
+    gamma = run.heads.spec.streams
+    cache = KVCache(lm)
+    cache.append(prompt_ids, keep_logits=1)
+    n = len(cache)
+    times: dict[str, list[float]] = {"plain step": [], "streams pass, no draft": [], f"streams pass, {gamma} drafted": []}
+    for _ in range(repeats):
+        for name, ids in zip(times, ([5], [5], [5] * (gamma + 1))):
+            start = time.perf_counter()
+            if name == "plain step":
+                cache.append(ids, keep_logits=1)
+            else:
+                _, streams = run(cache, ids)
+                run.propose(streams[-1])
+            times[name].append(time.perf_counter() - start)
+            cache.crop(n)
+    medians = {k: round(1000 * statistics.median(v), 3) for k, v in times.items()}
+    step = medians["plain step"]
+    return {"context_tokens": n, "ms": medians,
+            "ratio_to_step": {k: round(v / step, 3) for k, v in medians.items()}}

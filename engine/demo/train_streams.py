@@ -272,9 +272,13 @@ def main(argv: list[str] | None = None) -> int:
                                                       model=worst.model))
         specs = {"plain": ("trained", "plain"), "streams": ("trained", "streams"),
                  "worst, no fallback": ("random", "streams"), "worst, fallback": ("random", "streams")}
-        report = measure({"trained": lm, "random": worst}, specs, held_out_requests(args.requests, args.seed),
+        requests = held_out_requests(args.requests, args.seed)
+        report = measure({"trained": lm, "random": worst}, specs, requests,
                          args.repeats, progress=lambda line: print(line, file=sys.stderr, flush=True),
                          patience={"worst, no fallback": 0})
+        from foresay.engine.demo.streams_eval import pass_costs
+        from foresay.engine.predgen.conversation import Conversation
+        report["pass_costs"] = pass_costs(lm, list(Conversation(lm).prompt(requests[0][1]).ids))
         report.update(model=args.model, threads=args.threads)
         text = json.dumps(report, indent=2)
         print(text)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -115,9 +116,13 @@ class StreamHeads(torch.nn.Module):
                 (module, self.a[key], self.b[key]) for name, module in layer.named_modules()
                 if isinstance(module, torch.nn.Linear) and (key := f"{index}__{name.replace('.', '__')}") in self.a]
         def adapted(a, b):
-            if not first:
-                return lambda mod, args, out: out + (args[0] @ a) @ b
-            return lambda mod, args, out: torch.cat([out[:, :first], out[:, first:] + (args[0][:, first:] @ a) @ b], 1)
+            def hook(module, args, out):
+                if not first:
+                    return out + (args[0] @ a) @ b
+                # in place: only the joint pass (run time, no gradients) has `first` > 0
+                out[:, first:] += (args[0][:, first:] @ a) @ b
+                return out
+            return hook
 
         hooks = [module.register_forward_hook(adapted(a, b)) for module, a, b in targets]
         try:
@@ -174,11 +179,18 @@ class _StreamView:
 def joint_mask(n: int, past: int, streams: int, dtype: torch.dtype, device) -> torch.Tensor:
     """Additive mask over [cached, main, streams] keys for the rows [main, streams]: main rows are
     causal and never see a stream; stream rows as in `stream_mask`."""
-    main = torch.zeros(n, past + n + n * streams, dtype=dtype, device=device)
+    local = _joint_local(n, streams, dtype, torch.device(device))
+    return torch.cat([local.new_zeros(local.shape[0], past), local], 1)[None, None]
+
+
+@lru_cache(maxsize=64)
+def _joint_local(n: int, streams: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """`joint_mask` without the cached columns (all visible), made once per draft length."""
+    main = torch.zeros(n, n + n * streams, dtype=dtype, device=device)
     blocked = torch.arange(n, device=device)[None, :] > torch.arange(n, device=device)[:, None]
-    main[:, past:past + n].masked_fill_(blocked, torch.finfo(dtype).min)
-    main[:, past + n:] = torch.finfo(dtype).min
-    return torch.cat([main[None, None], stream_mask(n, past, streams, dtype, device)], 2)
+    main[:, :n].masked_fill_(blocked, torch.finfo(dtype).min)
+    main[:, n:] = torch.finfo(dtype).min
+    return torch.cat([main, stream_mask(n, 0, streams, dtype, device)[0, 0]], 0)
 
 
 def stream_mask(n: int, past: int, streams: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -217,8 +229,9 @@ def multi_stream_forward(model, heads: StreamHeads, cache, ids: torch.Tensor, jo
                                    past_key_values=cache, position_ids=positions)
     rope = inner.rotary_emb(hidden, positions)
     stream_positions = (positions[:, :, None] + torch.arange(1, gamma + 1, device=ids.device)).reshape(batch, -1)
-    stream_rope = inner.rotary_emb(hidden, stream_positions)
-    mask = stream_mask(n, past, gamma, hidden.dtype, hidden.device)
+    if not joint:
+        stream_rope = inner.rotary_emb(hidden, stream_positions)
+        mask = stream_mask(n, past, gamma, hidden.dtype, hidden.device)
     view = _StreamView(cache)
     streams = None
     for index, layer in enumerate(inner.layers[:model.config.num_hidden_layers]):
