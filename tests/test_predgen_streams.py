@@ -168,3 +168,29 @@ def test_settings_and_bench_accept_streams():
     assert PredGenSettings(continuation="streams:2").engine_config().continuation == \
         ContinuationConfig("streams", draft=2)
     assert split_method("greedy+streams") == ("greedy", "streams")
+
+
+def test_the_shipped_streams_model_decodes_losslessly_and_its_streams_help():
+    """demo-streams: the demo model's weights (the main stream) plus trained streams; word by
+    word on held-out requests with history, the reply equals its greedy decoding, and the
+    streams' drafts are accepted (random ones almost never are)."""
+    from foresay.engine.decoding import greedy_reply
+    from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
+    from foresay.engine.llm import LLMConfig, load_llm
+
+    lm = load_llm(LLMConfig(model="demo-streams", threads=2))
+    config = PredGenConfig(max_new_tokens=48, continuation=ContinuationConfig.parse("streams"))
+    confirmed = proposed = 0
+    for dialogue in DialogueGenerator(DomainConfig(seed=6), "test").dialogues(3):
+        conv = Conversation(lm)
+        for text in (t.user for t in dialogue.turns):
+            turn = PredGenTurn(conv, config)
+            turn.update(" ".join(text.split()[:-2]) or text, 1)  # drafted from a cut-off request
+            turn.finalize(text)
+            turn.finish()
+            reference, _ = greedy_reply(KVCache(lm), list(turn.prompt.ids), 48)
+            assert turn.draft == reference, text
+            stats = turn.continuation.stats
+            confirmed, proposed = confirmed + stats.guessed, proposed + stats.computed - stats.passes
+            turn.commit()
+    assert proposed and confirmed / proposed > 0.3
