@@ -49,6 +49,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     from foresay.audio.listener import Listener
     from foresay.engine.asr import StreamingAsr, build_backend
     from foresay.engine.llm import load_llm
+    from foresay.engine.predgen.continuation import prepare_continuation
     from foresay.engine.predgen.conversation import Conversation
     from foresay.engine.predgen.stage import PredGenStage
     from foresay.engine.predgen.verifiers import make_verifier
@@ -74,6 +75,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     except ModelUnavailable as exc:
         hint = offline_hint()
         raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
+    prepare_continuation(settings.predgen.engine_config().continuation, lm)  # e.g. streams needs demo-streams
     tts_config = settings.tts.engine_config()
     if settings.tts.engine == "zonos" and importlib.util.find_spec("zonos") is None:
         tts_config = settings.tts.espeak  # a GPU profile on a machine without Zonos still speaks

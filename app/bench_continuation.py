@@ -17,6 +17,7 @@ CONTINUATIONS = {
     "ar": "plain",            # one token per forward pass
     "jacobi": "jacobi",       # Jacobi iteration seeded with the stale draft
     "specbound": "specbound",  # early-exit self-drafting (exit heads beside the model)
+    "streams": "streams",      # Speculative Streaming (a model with stream embeddings: demo-streams)
 }
 
 

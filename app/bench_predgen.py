@@ -7,8 +7,9 @@ every partial and verify at the end. Latencies are measured from the end of the 
 
 A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
 continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
-`jacobi:W:fill`, `specbound`, `specbound:W:L`); `jacobi` alone means greedy verification with
-Jacobi continuation. `--continuation ar|jacobi|specbound` gives every verifier that continuation.
+`jacobi:W:fill`, `specbound`, `specbound:W:L`; `streams`, `streams:K` on a model with stream
+embeddings such as demo-streams); `jacobi` alone means greedy verification with Jacobi
+continuation. `--continuation ar|jacobi|specbound|streams` gives every verifier that continuation.
 """
 from __future__ import annotations
 
@@ -267,6 +268,9 @@ def run(args: argparse.Namespace) -> int:
                             api_key_env=args.api_key_env, tokenizer=args.tokenizer,
                             chat_template=args.chat_template, gguf_file=args.gguf_file,
                             timeout_s=args.timeout))
+    from foresay.engine.predgen.continuation import prepare_continuation
+    for method in methods:  # e.g. streams on a model without stream embeddings: said before any turn
+        prepare_continuation(ContinuationConfig.parse(split_method(method)[1]), lm)
     served = args.backend == "openai"
     warmup_s = lm.warmup() or 0.0
     config = PredGenConfig(max_new_tokens=args.max_new_tokens, tts_latency_s=args.tts_latency_ms / 1000)
@@ -367,7 +371,7 @@ def register(benches) -> None:
                    "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
                    "for others, e.g. greedy+jacobi:8, topk:3+jacobi:16:fill")
     p.add_argument("--continuation", metavar="KIND", help="how replies continue after the final "
-                   "verification, for methods without their own: ar (plain steps), jacobi, specbound "
+                   "verification, for methods without their own: ar (plain steps), jacobi, specbound, streams "
                    "(options after a colon, e.g. specbound:6:2)")
     p.add_argument("--worst-case", action="store_true", help="also time SpecBound's continuation against "
                    "plain steps: as configured, without drafting, and with every draft wrong")

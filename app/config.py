@@ -60,7 +60,9 @@ class PredGenSettings:
         the window full past the draft; for consistency-trained models such as demo-cllm) |
         specbound (early-exit self-drafting with exit heads trained for the model, shipped for
         the demo model; specbound:W:L bounds a round to W drafts exiting by layer L; needs the
-        dynamic cache). Lossless either way. The rest as in PredGenConfig."""
+        dynamic cache) | streams | streams:K (Speculative Streaming: one pass verifies the draft
+        and the model's stream embeddings propose the next K tokens; needs such a model, e.g.
+        demo-streams). Lossless either way. The rest as in PredGenConfig."""
     enabled: bool = True
     verifier: str = "greedy"
     continuation: str = "jacobi"

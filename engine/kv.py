@@ -164,6 +164,16 @@ class KVCache:
         self.tokens.extend(ids)
         return logits
 
+    def append_with(self, forward, ids: list[int]):
+        """Like `append`, through another pass over the same model cache: `forward(cache, ids)`
+        must append exactly `ids` to it (Speculative Streaming's pass also computes stream
+        positions, which it never stores); returns what `forward` returns."""
+        if not ids:
+            raise ValueError("append_with needs at least one token")
+        out = forward(self._cache, ids)
+        self.tokens.extend(ids)
+        return out
+
     def sync_start(self, ids: list[int]) -> int:
         """Where `ids` first differs from the cached tokens."""
         return common_prefix_length(self.tokens, ids)

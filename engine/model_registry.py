@@ -12,7 +12,8 @@ from pathlib import Path
 from foresay.engine.errors import ModelUnavailable
 
 # model name (as given to --model, --target, --draft and profiles) -> folder under assets/models/
-SHIPPED_CHAT: dict[str, str] = {"demo": "demo-chat", "demo-cllm": "demo-chat-cllm"}
+SHIPPED_CHAT: dict[str, str] = {"demo": "demo-chat", "demo-cllm": "demo-chat-cllm",
+                                "demo-streams": "demo-chat-streams"}
 SHIPPED_WHISPER: dict[str, str] = {"demo": "demo-whisper", "demo-draft": "demo-whisper-draft"}
 # the LLM-based recognizer pair (Qwen3-ASR architecture), trained by foresay.engine.demo.llm_asr
 SHIPPED_LLM_ASR: dict[str, str] = {"demo-llm": "demo-llm-asr", "demo-llm-draft": "demo-llm-asr-draft"}

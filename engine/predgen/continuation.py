@@ -23,15 +23,17 @@ from typing import Protocol
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
 
-KINDS = ("plain", "jacobi", "specbound")
+KINDS = ("plain", "jacobi", "specbound", "streams")
 # how each kind's spec reads after its name (the kinds' table, for help and errors)
 SPEC_FORMS = {"plain": "plain", "jacobi": "jacobi, jacobi:W or jacobi:W:fill",
-              "specbound": "specbound, specbound:W, specbound:W:L or specbound:W:L:P"}
+              "specbound": "specbound, specbound:W, specbound:W:L or specbound:W:L:P",
+              "streams": "streams or streams:K"}
 
 
 @dataclass(frozen=True)
 class ContinuationConfig:
-    """kind: plain | jacobi | specbound.
+    """kind: plain | jacobi | specbound | streams (Speculative Streaming: needs a model with
+        stream embeddings, e.g. demo-streams; `engine.predgen.streams`).
     window: jacobi: positions per pass, the pending token included (>= 2).
     width / depth / threshold: specbound: at most `width` draft tokens a round (W), drafted by
         exit heads at layers up to `depth` (L; None: the deepest head), a token exiting once its
@@ -40,9 +42,10 @@ class ContinuationConfig:
         right) falls below `chain`.
     fill: jacobi: keep the window full past the end of the stale draft, guessing the unknown
         positions by repeating the last guess (pays off with a consistency-trained model, CLLM).
-    patience / min_gain: jacobi and specbound give up (plain steps for the rest of the turn) after
-        `patience` passes in a row that each confirmed fewer than `min_gain` guessed tokens
-        (0: never)."""
+    patience / min_gain: jacobi, specbound and streams give up (plain steps for the rest of the
+        turn) after `patience` passes in a row that each confirmed fewer than `min_gain` guessed
+        tokens (0: never).
+    draft: streams: draft tokens verified per pass, at most the model's stream count (0: all)."""
     kind: str = "plain"
     window: int = 16
     fill: bool = False
@@ -52,6 +55,7 @@ class ContinuationConfig:
     depth: int | None = None
     threshold: float = 0.6
     chain: float = 0.3
+    draft: int = 0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -66,15 +70,22 @@ class ContinuationConfig:
             raise ForesayError("continuation: the SpecBound chain floor must be in [0, 1)")
         if not 0 < self.threshold <= 1:
             raise ForesayError("continuation: the SpecBound exit threshold P must be in (0, 1]")
+        if self.draft < 0:
+            raise ForesayError("continuation: the streams' draft length must be >= 0")
 
     @classmethod
     def parse(cls, spec: str) -> "ContinuationConfig":
         """"plain", "jacobi", "jacobi:W" (window W), "jacobi:W:fill" or "jacobi::fill";
         "specbound", "specbound:W" (width W), "specbound:W:L" (depth L), "specbound:W:L:P"
-        (exit threshold P); an empty option keeps its default ("specbound::2")."""
+        (exit threshold P; an empty option keeps its default: "specbound::2"); "streams" or
+        "streams:K" (K draft tokens per pass)."""
         kind, *opts = spec.strip().split(":")
         if kind == "specbound":
             return cls._parse_specbound(spec, opts)
+        if kind == "streams":
+            if len(opts) > 1 or (opts and not (opts[0].isdigit() and int(opts[0]) >= 1)):
+                raise ForesayError(f"bad continuation {spec!r}: write streams or streams:K (K >= 1 draft tokens)")
+            return cls("streams", draft=int(opts[0]) if opts else 0)
         if kind not in KINDS or (kind == "plain" and opts) or len(opts) > 2:
             raise ForesayError(f"bad continuation {spec!r}: write "
                                + "; ".join(SPEC_FORMS.values()))
@@ -113,6 +124,8 @@ class ContinuationConfig:
             return "plain"
         if self.kind == "specbound":
             return f"specbound:{self.width}:{self.depth or ''}:{self.threshold:g}"
+        if self.kind == "streams":
+            return f"streams:{self.draft}" if self.draft else "streams"
         return f"jacobi:{self.window}" + (":fill" if self.fill else "")
 
 
@@ -249,8 +262,12 @@ class JacobiFromDraft:
 
 
 def prepare_continuation(config: ContinuationConfig, lm) -> None:
-    """Load what the kind needs beside the model (SpecBound's exit heads), once per model, so a
-    missing file is reported when the turn starts, not when the user stops speaking."""
+    """Load or check what the kind needs beside the model (SpecBound's exit heads, the streams'
+    embeddings), once per model, so a model that cannot run it is refused when the model loads or
+    the turn starts, not when the user stops speaking."""
+    if config.kind == "streams":
+        from foresay.engine.predgen.streams import check_streams_model
+        check_streams_model(lm, config.draft or None)
     if config.kind == "specbound":
         from foresay.engine.predgen.exit_heads import load_exit_heads
         from foresay.engine.predgen.layerwise import layerwise_unsupported
@@ -265,7 +282,7 @@ def prepare_continuation(config: ContinuationConfig, lm) -> None:
 def make_continuation(config: ContinuationConfig, stale: list[int], lm=None) -> Continuation:
     """The strategy for one turn; `stale`: the rejected draft tail, shifted past the corrected
     token (the guesses for the positions after the pending token); `lm`: the model (SpecBound
-    runs its layers and exit heads)."""
+    runs its layers and exit heads; streams reads its stream embeddings)."""
     if config.kind == "plain":
         return PlainSteps()
     if config.kind == "specbound":
@@ -275,5 +292,9 @@ def make_continuation(config: ContinuationConfig, stale: list[int], lm=None) -> 
             raise ForesayError("the specbound continuation needs the model (make_continuation(..., lm))")
         return SpecBound(lm, load_exit_heads(lm), Bounds(config.width, config.depth, config.threshold, config.chain),
                          GiveUpWhenSlow(config.patience, config.min_gain))
+    if config.kind == "streams":
+        from foresay.engine.predgen.streams import make_streams
+        return make_streams(lm, stale, config.draft or None, GiveUpWhenSlow(config.patience, config.min_gain))
     return JacobiFromDraft(stale, FixedWindow(config.window, config.fill),
                            GiveUpWhenSlow(config.patience, config.min_gain))
+
