@@ -98,8 +98,6 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
 
 
 def test_the_end_of_each_user_message_is_labelled_where_p_end_of_turn_is_read(chat_tokenizer):
-    from foresay.engine.demo.dialogues import Dialogue
-
     encoder = ChatEncoder(chat_tokenizer, default_system_prompt())
     end = encoder.end
     dialogues = DialogueGenerator(DomainConfig(seed=2), "train").dialogues(60)

@@ -9,7 +9,7 @@ import pytest
 from foresay.app.commands import replay
 from foresay.app.config import load_settings
 from foresay.engine.errors import ModelUnavailable
-from foresay.engine.events import AudioChunk, FinalTranscript, SentenceReady, TurnMetrics
+from foresay.engine.events import AudioChunk, FinalTranscript, SentenceReady
 
 
 def speak(text: str, path) -> tuple[np.ndarray, int]:

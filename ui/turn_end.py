@@ -8,7 +8,7 @@ starts the silence clock (from the last voiced frame), `VoiceResumed` / `TurnRes
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from foresay.engine.events import (EndOfTurnEstimate, Event, SpeechStarted, TurnEnded, TurnResumed, VoicePaused,
