@@ -21,9 +21,10 @@ Hands-free (the default mode):
   moment to transcribe all audio so far), `VoiceResumed` voice again after it, and
   `EndOfTurnEstimate` what the policy's decision rests on, whenever that changes.
 - Early-endpoint recovery: when a turn ended by silence and the user speaks again (the usual
-  start rule) with the first voiced frame within `resume_window_s` of the declared end, the same
-  turn reopens: `TurnResumed` (same turn_id), and the audio since the end is appended, so the
-  turn's audio runs on without a gap and nothing said is lost.
+  start rule) with the first voiced frame within `resume_window_s` of the declared end and
+  within `resume_max_gap_s` of the turn's last voiced frame, the same turn reopens:
+  `TurnResumed` (same turn_id), and the audio since the end is appended, so the turn's audio
+  runs on without a gap and nothing said is lost.
 
 Push-to-talk: `gate.press()` starts a turn (`SpeechStarted.t` = press time) and `gate.release()`
 ends it at once (`TurnEnded.t` = release time; no hangover). The VAD still trims the turn's
@@ -64,7 +65,10 @@ class EndpointerConfig:
     pause_ms: int = 150          # silence after voice that makes a VoicePaused event (as long as
                                  # tail_ms: the transcript then hears the tail the final keeps)
     resume_window_s: float = 1.0  # voice this soon after an end declared by silence reopens
-                                 # that turn (0 disables)
+                                 # that turn (0 disables) ...
+    resume_max_gap_s: float = 1.2  # ... unless the whole silence, from the turn's last voiced
+                                 # frame, is longer: a pause that long ends a request even when
+                                 # the end was declared late (no estimate yet, a loaded machine)
     mode: Mode = Mode.HANDS_FREE
 
     def __post_init__(self):
@@ -78,6 +82,8 @@ class EndpointerConfig:
             raise ValueError("pause_ms must be positive")
         if self.resume_window_s < 0:
             raise ValueError("resume_window_s must not be negative")
+        if self.resume_max_gap_s <= 0:
+            raise ValueError("resume_max_gap_s must be positive")
         object.__setattr__(self, "mode", Mode(self.mode))
 
 
@@ -273,7 +279,9 @@ class Endpointer:
             return
         first_voiced = min(ft for ft, v in in_window if v)
         turn = self._resumable
-        if turn is not None and first_voiced - turn.end_t <= c.resume_window_s + 1e-9:
+        if (turn is not None and first_voiced - turn.end_t <= c.resume_window_s + 1e-9
+                and first_voiced - (turn.end_t if turn.last_voiced_t is None else turn.last_voiced_t)
+                <= c.resume_max_gap_s + 1e-9):
             events.append(self._resume_turn(turn, first_voiced))
         else:
             events.append(self._start_turn(first_voiced, first_voiced))

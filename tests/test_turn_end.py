@@ -120,6 +120,18 @@ def test_speech_after_the_recovery_window_is_a_new_turn(paused_clip):
     assert not any(isinstance(e, TurnResumed) for e in events)
 
 
+def test_a_pause_longer_than_the_resume_gap_starts_a_new_turn_even_when_the_end_came_late(paused_clip):
+    # no estimate: the end is declared no_estimate_s after the last word, so the second half
+    # starts inside the resume window; the 0.6 s pause is still a pause inside one request...
+    x, _, _ = paused_clip
+    _, events = run(x, None)
+    assert any(isinstance(e, TurnResumed) for e in events) and len({e.turn_id for e in ended(events)}) == 1
+    # ...but a user who stays silent longer than resume_max_gap_s has started a new request
+    _, events = run(x, None, EndpointerConfig(resume_max_gap_s=0.4))
+    assert [e.turn_id for e in ended(events)] == [1, 2]
+    assert not any(isinstance(e, TurnResumed) for e in events)
+
+
 def test_fixed_hangover_still_works_and_push_to_talk_never_resumes(paused_clip):
     x, _, _ = paused_clip
     _, events = run(x, None, policy=FixedHangover(0.3))
@@ -171,3 +183,5 @@ def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_es
         TurnEndConfig(complete_s=0.05, min_silence_s=0.1)
     with pytest.raises(ValueError):
         EndpointerConfig(resume_window_s=-1)
+    with pytest.raises(ValueError):
+        EndpointerConfig(resume_max_gap_s=0)
