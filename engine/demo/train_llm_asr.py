@@ -211,7 +211,7 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
     optimizer = torch.optim.AdamW([*model.parameters(), *blank.parameters()], lr=config.lr,
                                   weight_decay=0.01, betas=(0.9, 0.98))
     order: list[int] = []
-    losses = []
+    losses, part_losses = [], {}
     last = config.stop_at or config.steps
     stats = {}
     for step in range(last):
@@ -222,7 +222,7 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = _step_loss(model, blank, inputs, [data.texts[i] for i in batch], config,
+            loss, parts = _step_loss(model, blank, inputs, [data.texts[i] for i in batch], config,
                               step < config.ctc_warmup, teacher and aligned_targets(teacher, batch, inputs["n_audio"],
                                                                                     inputs["shifts"]))
         optimizer.zero_grad(set_to_none=True)
@@ -230,8 +230,11 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
+        for key, value in parts.items():
+            part_losses.setdefault(key, []).append(value)
         if (step + 1) % config.log_every == 0 or step + 1 == last:
-            progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f}  "
+            shown = "".join(f" {key} {np.mean(values[-25:]):.3f}" for key, values in part_losses.items())
+            progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f} ({shown.strip()})  "
                      f"{time.perf_counter() - started:.0f} s")
         if step + 1 == last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
             stats = _save(name, model, tok, out, config, precision, step + 1, data, losses, started)
@@ -239,22 +242,27 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
 
 
 def _step_loss(model, blank, inputs: dict, texts: list[list[int]], config: LlmAsrTrainConfig, encoder_only: bool,
-               targets: torch.Tensor | None) -> torch.Tensor:
-    """CTC (+ the teacher's loss) on the encoder; after the warm-up, the decoder's cross-entropy too."""
+               targets: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, float]]:
+    """CTC (+ the teacher's loss) on the encoder; after the warm-up, the decoder's cross-entropy too.
+    Returns the weighted sum and each part's value."""
     audio = model.get_audio_features(inputs["input_features"], inputs["input_features_mask"])
-    loss = _ctc(model.lm_head, blank, audio.pooler_output.float(), inputs["n_audio"], texts)
-    loss = loss * (1.0 if encoder_only else config.ctc_weight)
+    ctc = _ctc(model.lm_head, blank, audio.pooler_output.float(), inputs["n_audio"], texts)
+    loss, parts = ctc * (1.0 if encoder_only else config.ctc_weight), {"ctc": ctc.item()}
     if targets is not None:
-        loss = loss + config.distill_weight * (audio.last_hidden_state.float() - targets).pow(2).mean()
+        distance = (audio.last_hidden_state.float() - targets).pow(2).mean()
+        loss, parts["teacher"] = loss + config.distill_weight * distance, distance.item()
     if encoder_only:  # the decoder's loss would teach the encoder to guess from the language
-        return loss
+        return loss, parts
     ids = inputs["input_ids"]
     embeds = model.get_input_embeddings()(ids)
     embeds = embeds.masked_scatter((ids == model.config.audio_token_id)[..., None].expand_as(embeds),
                                    audio.pooler_output.to(embeds.dtype))
-    logits = model(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).logits.float()[:, :-1]
-    return loss + torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                    inputs["labels"][:, 1:].reshape(-1), ignore_index=-100)
+    hidden = model.model(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).last_hidden_state
+    labels = inputs["labels"][:, 1:]
+    scored = labels != -100  # the output layer only where a token is predicted (a fifth of the rows)
+    ce = torch.nn.functional.cross_entropy(model.lm_head(hidden[:, :-1][scored]).float(), labels[scored])
+    parts["ce"] = ce.item()
+    return loss + ce, parts
 
 
 def ctc_log_probs(lm_head, blank, audio: torch.Tensor, n_audio: list[int]) -> torch.Tensor:
