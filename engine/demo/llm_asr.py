@@ -1,6 +1,7 @@
 """The demo LLM-based recognizer pair's command line (Qwen3-ASR architecture): train, evaluate.
 
-    nice -n 10 python -m foresay.engine.demo.llm_asr train --out-dir assets/models
+    nice -n 10 python -m foresay.engine.demo.llm_asr train --out-dir assets/models \
+        --teacher-dir assets/models --ctc-warmup 1000
     python -m foresay.engine.demo.llm_asr eval --split test --clips 200
 
 Speech comes from the demo Whisper pair's renderer and splits (`speech.py`, cached in the user
