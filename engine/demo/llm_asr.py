@@ -1,6 +1,7 @@
 """The demo LLM-based recognizer pair's command line (Qwen3-ASR architecture): train, evaluate.
 
-    nice -n 10 python -m foresay.engine.demo.llm_asr train --out-dir assets/models
+    nice -n 10 python -m foresay.engine.demo.llm_asr train --out-dir assets/models \
+        --teacher-dir assets/models --ctc-warmup 1000
     python -m foresay.engine.demo.llm_asr eval --split test --clips 200
 
 Speech comes from the demo Whisper pair's renderer and splits (`speech.py`, cached in the user
@@ -30,6 +31,7 @@ def _progress(line: str) -> None:
 def cmd_train(args) -> int:
     import torch
 
+    from foresay.engine.demo.llm_asr_teacher import TEACHERS, teacher_states
     from foresay.engine.demo.speech import speech_set
     from foresay.engine.demo.train_llm_asr import (AUGMENT, LlmAsrTrainConfig, build_tokenizer, train_llm_asr,
                                                    training_data)
@@ -49,11 +51,19 @@ def cmd_train(args) -> int:
     for role in ("target", "draft"):
         if args.which not in ("both", role):
             continue
+        teacher = None
+        if args.teacher_dir:
+            folder = Path(args.teacher_dir) / TEACHERS[NAMES[role]]
+            if not (folder / "config.json").exists():
+                raise ForesayError(f"no demo Whisper to learn from in {folder}")
+            teacher = teacher_states(folder, speech.audio, progress=_progress)
         config = LlmAsrTrainConfig(seed=args.seed, steps=getattr(args, f"{role}_steps"), batch_size=args.batch_size,
                                    lr=args.lr, threads=args.threads, checkpoint_every=args.checkpoint_every,
+                                   ctc_warmup=args.ctc_warmup, distill_weight=args.distill if teacher else 0.0,
                                    stop_at=getattr(args, f"{role}_stop_at"), precision=args.precision,
                                    augmentation=None if args.no_augment else AUGMENT)
-        results[role] = train_llm_asr(NAMES[role], config, tok, data, Path(args.out_dir) / NAMES[role], _progress)
+        results[role] = train_llm_asr(NAMES[role], config, tok, data, Path(args.out_dir) / NAMES[role], _progress,
+                                      teacher)
     print(json.dumps(results, indent=2))
     return 0
 
@@ -119,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
     train.add_argument("--no-augment", action="store_true")
     train.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
+    train.add_argument("--teacher-dir", metavar="DIR",
+                       help="start each encoder from the demo Whisper of its size in DIR (demo-whisper/, "
+                            "demo-whisper-draft/) and pull it towards that encoder's states")
+    train.add_argument("--distill", type=float, default=1.0, help="weight of the teacher's loss")
+    train.add_argument("--ctc-warmup", type=int, default=0, metavar="N",
+                       help="train the encoders alone (CTC, teacher) for the first N steps")
     train.set_defaults(func=cmd_train)
 
     ev = commands.add_parser("eval", help="word error rates and SpecASR's passes on held-out requests")

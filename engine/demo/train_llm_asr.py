@@ -22,6 +22,7 @@ import torch
 
 from foresay.engine.demo.augment import AugmentConfig, augment
 from foresay.engine.demo.cli import check_schedule, warmup_cosine_lr
+from foresay.engine.demo.llm_asr_teacher import TeacherStates, aligned_targets, copy_encoder_layers, load_teacher
 from foresay.engine.demo.speech import SAMPLE_RATE, SpeechSet
 from foresay.engine.demo.train_whisper import resolve_precision
 from foresay.engine.errors import ForesayError
@@ -66,6 +67,8 @@ class LlmAsrTrainConfig:
     threads: int = 2
     checkpoint_every: int = 0
     ctc_weight: float = 0.5
+    ctc_warmup: int = 0  # first steps train the encoder and projector alone (CTC and the teacher's loss)
+    distill_weight: float = 0.0  # weight of the squared distance to the teacher's encoder states
     stop_at: int | None = None
     precision: str = "auto"
     augmentation: AugmentConfig | None = AUGMENT
@@ -75,6 +78,8 @@ class LlmAsrTrainConfig:
         check_schedule("LLM-ASR training", self)
         if self.log_every < 1:
             raise ForesayError("LLM-ASR training: log_every must be >= 1")
+        if self.ctc_warmup < 0 or (self.ctc_warmup and not self.ctc_weight):
+            raise ForesayError("LLM-ASR training: ctc_warmup must be >= 0 and needs a ctc_weight")
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ForesayError(f"LLM-ASR training: precision must be auto, bf16 or fp32, not {self.precision!r}")
 
@@ -141,6 +146,7 @@ def batch_inputs(batch: list[int], data: LlmAsrTrainingData, layout, audio_pad: 
     """Padded features (+ augmentation and mask), prompt token rows with audio placeholders, labels."""
     clips = [data.features[i].float() for i in batch]
     augmentation = config.augmentation
+    shifts = [0] * len(clips)
     if augmentation and augmentation.max_shift:  # the endpointer's pre-roll varies: delay the speech
         shifts = torch.randint(0, augmentation.max_shift + 1, (len(clips),), generator=gen).tolist()
         clips = [torch.cat([c.min().expand(c.shape[0], s), c], 1) for c, s in zip(clips, shifts)]
@@ -166,7 +172,7 @@ def batch_inputs(batch: list[int], data: LlmAsrTrainingData, layout, audio_pad: 
         attention[r, :len(row)] = 1
         labels[r, start + 1:len(row)] = torch.tensor(row[start + 1:])  # after <asr_text>: text and end
     return {"input_ids": ids, "attention_mask": attention, "input_features": feats,
-            "input_features_mask": mask, "labels": labels, "n_audio": n_audio}
+            "input_features_mask": mask, "labels": labels, "n_audio": n_audio, "shifts": shifts}
 
 
 def _lr_at(step: int, config: LlmAsrTrainConfig) -> float:
@@ -174,8 +180,10 @@ def _lr_at(step: int, config: LlmAsrTrainConfig) -> float:
 
 
 def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainingData, out: Path,
-                  progress=print) -> dict:
-    """Train demo recognizer `name` (a key of SHAPES); save it to `out`."""
+                  progress=print, teacher: TeacherStates | None = None) -> dict:
+    """Train demo recognizer `name` (a key of SHAPES); save it to `out`. With `teacher` (states of
+    the demo Whisper of the same size over `data`'s clips), the encoder starts from the teacher's
+    layers and learns to match its states (`llm_asr_teacher`)."""
     from transformers import Qwen3ASRForConditionalGeneration
 
     from foresay.engine.asr.llm_models import PromptLayout
@@ -189,15 +197,21 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
     precision = resolve_precision(config.precision)
     model = Qwen3ASRForConditionalGeneration(model_config(SHAPES[name], tok))
     model.train()
+    if teacher is not None:
+        if len(teacher.states) != len(data.texts) or not config.distill_weight:
+            raise ForesayError("LLM-ASR training: teacher states must cover every clip, with a distill_weight")
+        copy_encoder_layers(load_teacher(Path(teacher.folder)), model.model.audio_tower)
     layout = PromptLayout.from_tokenizer(tok, VOCAB_ROWS, "English")
     audio_pad = tok.token_to_id("<|audio_pad|>")
-    # As for the demo Whisper: a CTC head on the audio embeddings (training only, not saved) makes
-    # the encoder align with the text before the decoder settles into the domain's language model.
-    ctc_head = torch.nn.Linear(SHAPES[name].hidden, VOCAB_ROWS + 1)
-    optimizer = torch.optim.AdamW([*model.parameters(), *ctc_head.parameters()], lr=config.lr,
+    # As for the demo Whisper, a CTC loss on the audio embeddings (training only) makes the encoder
+    # align with the text before the decoder settles into the domain's language model. Its classes
+    # are the decoder's own output rows (tied to the token embeddings) plus a blank: the audio
+    # embeddings then live where the token embeddings do, and the decoder has only to copy them.
+    blank = torch.nn.Linear(SHAPES[name].hidden, 1)
+    optimizer = torch.optim.AdamW([*model.parameters(), *blank.parameters()], lr=config.lr,
                                   weight_decay=0.01, betas=(0.9, 0.98))
     order: list[int] = []
-    losses = []
+    losses, part_losses = [], {}
     last = config.stop_at or config.steps
     stats = {}
     for step in range(last):
@@ -208,34 +222,59 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            result = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                           input_features=inputs["input_features"], input_features_mask=inputs["input_features_mask"])
-        logits = result.logits.float()[:, :-1]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 inputs["labels"][:, 1:].reshape(-1), ignore_index=-100)
-        if config.ctc_weight:
-            loss = loss + config.ctc_weight * _ctc(ctc_head, result.audio_hidden_states.float(), inputs["n_audio"],
-                                                   [data.texts[i] for i in batch])
+            loss, parts = _step_loss(model, blank, inputs, [data.texts[i] for i in batch], config,
+                              step < config.ctc_warmup, teacher and aligned_targets(teacher, batch, inputs["n_audio"],
+                                                                                    inputs["shifts"]))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
+        for key, value in parts.items():
+            part_losses.setdefault(key, []).append(value)
         if (step + 1) % config.log_every == 0 or step + 1 == last:
-            progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f}  "
+            shown = "".join(f" {key} {np.mean(values[-25:]):.3f}" for key, values in part_losses.items())
+            progress(f"{name}: step {step + 1}/{config.steps}  loss {np.mean(losses[-25:]):.4f} ({shown.strip()})  "
                      f"{time.perf_counter() - started:.0f} s")
         if step + 1 == last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
             stats = _save(name, model, tok, out, config, precision, step + 1, data, losses, started)
     return stats
 
 
-def _ctc(head, audio: torch.Tensor, n_audio: list[int], texts: list[list[int]]) -> torch.Tensor:
-    parts = torch.split(audio, n_audio)
-    padded = torch.nn.utils.rnn.pad_sequence(list(parts))  # [time, batch, hidden]
-    log_probs = head(padded).log_softmax(-1)
+def _step_loss(model, blank, inputs: dict, texts: list[list[int]], config: LlmAsrTrainConfig, encoder_only: bool,
+               targets: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, float]]:
+    """CTC (+ the teacher's loss) on the encoder; after the warm-up, the decoder's cross-entropy too.
+    Returns the weighted sum and each part's value."""
+    audio = model.get_audio_features(inputs["input_features"], inputs["input_features_mask"])
+    ctc = _ctc(model.lm_head, blank, audio.pooler_output.float(), inputs["n_audio"], texts)
+    loss, parts = ctc * (1.0 if encoder_only else config.ctc_weight), {"ctc": ctc.item()}
+    if targets is not None:
+        distance = (audio.last_hidden_state.float() - targets).pow(2).mean()
+        loss, parts["teacher"] = loss + config.distill_weight * distance, distance.item()
+    if encoder_only:  # the decoder's loss would teach the encoder to guess from the language
+        return loss, parts
+    ids = inputs["input_ids"]
+    embeds = model.get_input_embeddings()(ids)
+    embeds = embeds.masked_scatter((ids == model.config.audio_token_id)[..., None].expand_as(embeds),
+                                   audio.pooler_output.to(embeds.dtype))
+    hidden = model.model(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).last_hidden_state
+    labels = inputs["labels"][:, 1:]
+    scored = labels != -100  # the output layer only where a token is predicted (a fifth of the rows)
+    ce = torch.nn.functional.cross_entropy(model.lm_head(hidden[:, :-1][scored]).float(), labels[scored])
+    parts["ce"] = ce.item()
+    return loss + ce, parts
+
+
+def ctc_log_probs(lm_head, blank, audio: torch.Tensor, n_audio: list[int]) -> torch.Tensor:
+    """[time, batch, rows + 1] CTC log-probabilities of packed audio embeddings (blank last)."""
+    padded = torch.nn.utils.rnn.pad_sequence(list(torch.split(audio, n_audio)))  # [time, batch, hidden]
+    return torch.cat([lm_head(padded).float(), blank(padded).float()], -1).log_softmax(-1)
+
+
+def _ctc(lm_head, blank, audio: torch.Tensor, n_audio: list[int], texts: list[list[int]]) -> torch.Tensor:
     return torch.nn.functional.ctc_loss(
-        log_probs, torch.tensor([t for text in texts for t in text]), torch.tensor(n_audio),
-        torch.tensor([len(text) for text in texts]), blank=VOCAB_ROWS, zero_infinity=True)
+        ctc_log_probs(lm_head, blank, audio, n_audio), torch.tensor([t for text in texts for t in text]),
+        torch.tensor(n_audio), torch.tensor([len(text) for text in texts]), blank=VOCAB_ROWS, zero_infinity=True)
 
 
 def _save(name, model, tok, out: Path, config, precision: str, steps_done: int, data, losses, started) -> dict:
