@@ -4,7 +4,7 @@ import pytest
 
 from asr_support import noise_audio
 from foresay.engine.asr.backends import GreedyBackend
-from foresay.engine.asr.errors import InvalidAsrConfig
+from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.faster_whisper_backend import FasterWhisperBackend, FasterWhisperConfig
 from foresay.engine.asr.fixtures import ctranslate2_folder
 from foresay.engine.asr.models import SAMPLE_RATE
@@ -109,5 +109,5 @@ def test_a_clip_longer_than_a_short_window_is_refused(tmp_path):
         backend = FasterWhisperBackend(FasterWhisperConfig("demo", cpu_threads=1, cache_root=tmp_path))
     except ModelUnavailable:
         pytest.skip("this checkout has no shipped demo Whisper")
-    with pytest.raises(InvalidAsrConfig, match="window"):
+    with pytest.raises(InvalidAudio, match="window"):
         backend.transcribe(np.zeros(7 * SAMPLE_RATE, np.float32))

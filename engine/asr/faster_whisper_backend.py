@@ -17,7 +17,7 @@ import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, WhisperText
 from foresay.engine.asr.ct2_convert import converted_folder, decoder_positions, is_transformers_whisper
-from foresay.engine.asr.errors import InvalidAsrConfig
+from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.fixtures import ctranslate2_folder, is_fixture
 from foresay.engine.asr.models import check_audio
 from foresay.engine.errors import ModelUnavailable
@@ -88,7 +88,7 @@ class FasterWhisperBackend(AsrBackend):
 
         model = self.model
         if len(audio) > model.feature_extractor.n_samples:
-            raise InvalidAsrConfig(f"audio of {len(audio) / 16000:.2f} s is longer than the model's "
+            raise InvalidAudio(f"audio of {len(audio) / 16000:.2f} s is longer than the model's "
                                    f"{self.window_seconds:g} s window")
         tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
                               language="en" if model.model.is_multilingual else None)
