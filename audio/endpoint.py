@@ -62,6 +62,8 @@ class EndpointerConfig:
     max_turn_s: float = 60.0     # a turn is ended after this long, at its next unvoiced frame
     energy_margin_db: float = 10.0  # a voiced frame must also be this far above the noise
                                  # floor (0 disables); trims the VAD's own overhang
+    hold_margin_db: float = 6.0  # ... or this far, right after a voiced frame: the fading end of
+                                 # a word ("thanks") stays voiced; the overhang's noise does not
     pause_ms: int = 150          # silence after voice that makes a VoicePaused event (as long as
                                  # tail_ms: the transcript then hears the tail the final keeps)
     resume_window_s: float = 1.0  # voice this soon after an end declared by silence reopens
@@ -78,6 +80,8 @@ class EndpointerConfig:
             raise ValueError("preroll_ms and tail_ms must not be negative")
         if self.max_turn_s <= 0:
             raise ValueError("max_turn_s must be positive")
+        if not 0 <= self.hold_margin_db <= self.energy_margin_db:
+            raise ValueError("need 0 <= hold_margin_db <= energy_margin_db")
         if self.pause_ms <= 0:
             raise ValueError("pause_ms must be positive")
         if self.resume_window_s < 0:
@@ -172,6 +176,7 @@ class Endpointer:
         self._paused = False                 # VoicePaused sent for the current silence
         self._estimate: tuple | None = None  # the last EndOfTurnEstimate's content
         self.frames_seen = 0
+        self._was_voiced = False             # the previous frame was voiced (hold_margin_db)
 
     # --- public -----------------------------------------------------------------------------
 
@@ -234,8 +239,11 @@ class Endpointer:
     def _process_frame(self, frame: np.ndarray, t: float) -> list[Event]:
         t_end = t + self._frame_s
         events = self._apply_controls(t)
-        loud = self._above_noise(frame)   # always: it tracks the noise floor
+        margin = self._above_noise(frame)   # always: it tracks the noise floor
+        c = self.config
+        loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
+        self._was_voiced = voiced
         self.frames_seen += 1
         if self.in_turn:
             self._continue_turn(frame, t, voiced, events)
@@ -246,18 +254,17 @@ class Endpointer:
         self._last_t = t_end
         return events
 
-    def _above_noise(self, frame: np.ndarray) -> bool:
-        """Track the noise floor (follows quiet frames down at once, rises 3 dB/s) and say
-        whether the frame stands `energy_margin_db` above it."""
-        margin = self.config.energy_margin_db
-        if margin <= 0:
-            return True
+    def _above_noise(self, frame: np.ndarray) -> float | None:
+        """Track the noise floor (follows quiet frames down at once, rises 3 dB/s) and return
+        how far the frame stands above it, in dB (None: the energy check is off)."""
+        if self.config.energy_margin_db <= 0:
+            return None
         level = rms_db(frame)
         if self._noise_db is None or level < self._noise_db:
             self._noise_db = level
         else:
             self._noise_db += 3.0 * self._frame_s
-        return level >= self._noise_db + margin
+        return level - self._noise_db
 
     def _idle_frame(self, frame: np.ndarray, t: float, voiced: bool, events: list[Event]) -> None:
         c = self.config

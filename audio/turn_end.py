@@ -42,7 +42,8 @@ class TurnEndConfig:
     min_silence_s: no wait is shorter (a silence inside a word is not an end).
     llm_weight: weight of the LLM's estimate when cues are combined with it (log-odds).
     """
-    complete_p: float = 0.5
+    complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
+                               # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.49 s)
     incomplete_p: float = 0.05
     complete_s: float = 0.25
     incomplete_s: float = 1.0

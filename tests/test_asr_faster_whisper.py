@@ -4,7 +4,7 @@ import pytest
 
 from asr_support import noise_audio
 from foresay.engine.asr.backends import GreedyBackend
-from foresay.engine.asr.errors import InvalidAsrConfig
+from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.faster_whisper_backend import FasterWhisperBackend, FasterWhisperConfig
 from foresay.engine.asr.fixtures import ctranslate2_folder
 from foresay.engine.asr.models import SAMPLE_RATE
@@ -67,3 +67,47 @@ def test_errors_are_clear(asr_fixture_root):
         FasterWhisperConfig("tiny-random", device="tpu")
     assert FasterWhisperConfig("x").resolved_compute_type("cpu") == "int8"
     assert FasterWhisperConfig("x").resolved_compute_type("cuda") == "float16"
+
+
+def test_shipped_demo_whisper_converted_decodes_like_transformers(tmp_path):
+    """The shipped demo Whisper (a transformers folder, 6 s window) converted for faster-whisper on
+    first use: held-out requests in held-out espeak-ng voices give the transformers greedy tokens
+    (float32), and the conversion is made once and reused."""
+    import random
+    import shutil
+
+    pytest.importorskip("ctranslate2")
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed")
+    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.demo.speech import speak, voice_settings
+    from foresay.engine.demo.turn_sets import held_out_texts
+
+    try:
+        reference = GreedyBackend(load_whisper(WhisperModelConfig("demo")))
+    except ModelUnavailable:
+        pytest.skip("this checkout has no shipped demo Whisper")
+    config = FasterWhisperConfig("demo", compute_type="float32", cpu_threads=1, cache_root=tmp_path)
+    backend = FasterWhisperBackend(config)
+    assert backend.window_seconds == reference.window_seconds == 6.0
+    (folder,) = [p for p in tmp_path.iterdir() if (p / "model.bin").exists()]
+    stamp = (folder / "model.bin").stat().st_mtime_ns
+    rng = random.Random(7)
+    for n, text in enumerate(held_out_texts(3, seed=11, min_words=4)):
+        audio = speak(text, voice_settings("test", rng), noise_seed=n)
+        expected = reference.transcribe(audio).tokens
+        assert backend.transcribe(audio).tokens == expected, text
+        forced = expected[:2]
+        assert backend.transcribe(audio, forced=forced).tokens == expected[2:]
+    FasterWhisperBackend(config)  # a second load reuses the conversion
+    assert (folder / "model.bin").stat().st_mtime_ns == stamp
+
+
+def test_a_clip_longer_than_a_short_window_is_refused(tmp_path):
+    pytest.importorskip("ctranslate2")
+    try:
+        backend = FasterWhisperBackend(FasterWhisperConfig("demo", cpu_threads=1, cache_root=tmp_path))
+    except ModelUnavailable:
+        pytest.skip("this checkout has no shipped demo Whisper")
+    with pytest.raises(InvalidAudio, match="window"):
+        backend.transcribe(np.zeros(7 * SAMPLE_RATE, np.float32))

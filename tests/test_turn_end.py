@@ -59,7 +59,7 @@ def paused_clip(tmp_path_factory):
 
 def test_a_complete_request_ends_fast_and_a_cut_one_waits(request_clip):
     x, end = request_clip.samples, request_clip.speech_end
-    _, events = run(x, lambda n: 0.97)
+    _, events = run(x, lambda n: 0.999)
     [e] = ended(events)
     assert abs(e.last_voiced_t - T0 - end) <= FRAME + 1e-6
     assert CONFIG.complete_s - 1e-6 <= e.t - e.last_voiced_t < CONFIG.complete_s + FRAME
@@ -67,14 +67,14 @@ def test_a_complete_request_ends_fast_and_a_cut_one_waits(request_clip):
     [e] = ended(events)
     assert CONFIG.incomplete_s - 1e-6 <= e.t - e.last_voiced_t < CONFIG.incomplete_s + FRAME
     # no estimate, or one whose transcript did not hear the last words: the middle wait
-    for p, stale in ((None, False), (lambda n: 0.97, True)):
+    for p, stale in ((None, False), (lambda n: 0.999, True)):
         _, events = run(x, p, stale=stale)
         [e] = ended(events)
         assert CONFIG.no_estimate_s - 1e-6 <= e.t - e.last_voiced_t < CONFIG.no_estimate_s + FRAME
 
 
 def test_voice_pauses_are_reported_once_per_pause_and_estimates_in_words(request_clip):
-    _, events = run(request_clip.samples, lambda n: 0.97)
+    _, events = run(request_clip.samples, lambda n: 0.999)
     paused = [e for e in events if isinstance(e, VoicePaused)]
     assert paused and all(p.t - p.last_voiced_t == pytest.approx(0.15, abs=FRAME) for p in paused)
     # every pause but the last is followed by voice again, inside the same turn
@@ -88,7 +88,7 @@ def test_voice_pauses_are_reported_once_per_pause_and_estimates_in_words(request
 def test_speech_resumed_after_an_early_end_joins_the_same_turn_with_all_its_audio(paused_clip):
     x, pause_at, resume_at = paused_clip
     # the pause sounds finished (wrongly): the end comes early, then the user goes on
-    ep, events = run(x, lambda n: 0.97)
+    ep, events = run(x, lambda n: 0.999)
     kinds = [type(e).__name__ for e in events if isinstance(e, (SpeechStarted, TurnEnded, TurnResumed))]
     assert kinds == ["SpeechStarted", "TurnEnded", "TurnResumed", "TurnEnded"]
     first_end, resumed, last_end = [e for e in events if isinstance(e, (TurnEnded, TurnResumed))]
@@ -108,14 +108,14 @@ def test_speech_resumed_after_an_early_end_joins_the_same_turn_with_all_its_audi
 
 def test_the_same_pause_is_waited_out_when_the_request_sounds_unfinished(paused_clip):
     x, _, _ = paused_clip
-    _, events = run(x, lambda n: 0.01 if n == 0 else 0.97)
+    _, events = run(x, lambda n: 0.01 if n == 0 else 0.999)
     assert not any(isinstance(e, TurnResumed) for e in events)
     assert len(ended(events)) == 1
 
 
 def test_speech_after_the_recovery_window_is_a_new_turn(paused_clip):
     x, _, _ = paused_clip
-    _, events = run(x, lambda n: 0.97, EndpointerConfig(resume_window_s=0.2))
+    _, events = run(x, lambda n: 0.999, EndpointerConfig(resume_window_s=0.2))
     assert [e.turn_id for e in ended(events)] == [1, 2]
     assert not any(isinstance(e, TurnResumed) for e in events)
 
@@ -163,7 +163,7 @@ def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_es
     assert policy.view().p_end_of_turn is None
     policy.update(0.9, 3)                        # says nothing of what it heard: not current
     assert policy.view().p_end_of_turn is None
-    policy.update(0.9, 3, revision=5, audio_until_t=1.0)
+    policy.update(0.995, 3, revision=5, audio_until_t=1.0)
     assert policy.view().verdict == "sounds finished" and policy.hangover_s() == CONFIG.complete_s
     policy.update(0.01, 3, revision=4, audio_until_t=1.0)    # older than the newest revision: ignored
     assert policy.hangover_s() == CONFIG.complete_s
@@ -180,8 +180,41 @@ def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_es
     with pytest.raises(ValueError):
         TurnEndConfig(complete_p=0.2, incomplete_p=0.5)
     with pytest.raises(ValueError):
+        EndpointerConfig(hold_margin_db=12)
+    with pytest.raises(ValueError):
         TurnEndConfig(complete_s=0.05, min_silence_s=0.1)
     with pytest.raises(ValueError):
         EndpointerConfig(resume_window_s=-1)
     with pytest.raises(ValueError):
         EndpointerConfig(resume_max_gap_s=0)
+
+
+def test_the_wait_is_graded_by_how_finished_the_request_sounds():
+    """The default decision waits the shortest only when the request clearly sounds finished; the
+    wait never grows as P(end of turn) rises, and a merely likely end (0.9) is waited longer."""
+    policy = TurnEndDecision()
+    c = policy.config
+    policy.begin_turn(1)
+    waits = []
+    for revision, p in enumerate((0.001, 0.05, 0.2, 0.5, 0.9, 0.98, 0.99, 0.9999)):
+        policy.update(p, 1, revision=revision, audio_until_t=1.0)
+        waits.append(policy.hangover_s())
+    assert waits == sorted(waits, reverse=True)
+    assert waits[0] == waits[1] == c.incomplete_s and waits[-1] == waits[-2] == c.complete_s
+    assert c.complete_s + 0.15 < waits[4] < c.no_estimate_s
+
+
+def test_a_word_fading_into_noise_stays_voiced_to_its_end(tmp_path):
+    """At 20 dB SNR the end of "please" falls under the 10 dB start margin; right after voice
+    the lower hold margin keeps it (with the hold margin at 10 dB it is cut about 0.1 s early)."""
+    clip = speech_clip(tmp_path, "Set a timer for ten minutes please", before_s=0.5, after_s=1.5, noise_db=-40)
+
+    def last_voiced(hold_db):
+        ep = Endpointer(WebRtcVad(2, 30), EndpointerConfig(hold_margin_db=hold_db), policy=FixedHangover(0.5))
+        events = [e for i in range(0, len(clip.samples), 320)
+                  for e in ep.push(AudioBlock(clip.samples[i:i + 320], i / SAMPLE_RATE))]
+        [e] = ended(events)
+        return e.last_voiced_t
+
+    assert abs(last_voiced(6.0) - clip.speech_end) <= 2 * FRAME
+    assert last_voiced(10.0) < clip.speech_end - 2 * FRAME

@@ -1,11 +1,23 @@
-"""faster-whisper (CTranslate2) behind the backend interface: fastest where no draft pair is set."""
+"""faster-whisper (CTranslate2) behind the backend interface: fastest where no draft pair is set.
+
+The model is a size or hub id, a CTranslate2 folder, a fixture name, or a transformers Whisper
+(a shipped name such as `demo`, or a local folder), which is converted once into a cache
+(`ct2_convert`). faster-whisper 1.x pads every segment to 30 s of features; a model trained on a
+shorter window (the demo Whisper hears 6 s) is run through its CTranslate2 model directly, with
+faster-whisper's feature extractor and the same prompt layout (<|startofprev|> prompt, the
+start-of-transcript sequence, <|notimestamps|>, the forced tokens as they are) and the model's
+own suppressed tokens.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, WhisperText
-from foresay.engine.asr.errors import InvalidAsrConfig
+from foresay.engine.asr.ct2_convert import converted_folder, decoder_positions, is_transformers_whisper
+from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.fixtures import ctranslate2_folder, is_fixture
 from foresay.engine.asr.models import check_audio
 from foresay.engine.errors import ModelUnavailable
@@ -22,6 +34,7 @@ class FasterWhisperConfig:
     cpu_threads: int = 0  # 0: CTranslate2's default
     max_new_tokens: int = 224
     fixture_root: Path | None = None
+    cache_root: Path | None = None  # converted transformers Whispers (None: ct2_convert's default)
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -44,7 +57,7 @@ class FasterWhisperBackend(AsrBackend):
         from faster_whisper import WhisperModel
 
         self.config = config
-        source = str(ctranslate2_folder(config.model, config.fixture_root)) if is_fixture(config.model) else config.model
+        source = _source(config)
         device = config.device
         if device == "auto":
             import ctranslate2
@@ -58,8 +71,49 @@ class FasterWhisperBackend(AsrBackend):
                 "give a CTranslate2 folder or download the model once with a network connection") from exc
         tokenizer = self.model.hf_tokenizer
         self.text = WhisperText(tokenizer, tokenizer.token_to_id("<|endoftext|>"))
+        features = self.model.feature_extractor
+        self.window_seconds = features.n_samples / features.sampling_rate
+        self._frames = features.nb_max_frames
+        self._max_positions = decoder_positions(Path(source)) if Path(source).is_dir() else 448
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
+        if self._frames != _FASTER_WHISPER_FRAMES:
+            return self._transcribe_window(check_audio(audio), forced, prompt)
+        return self._transcribe_segments(audio, forced, prompt)
+
+    def _transcribe_window(self, audio: np.ndarray, forced, prompt) -> Hypothesis:
+        """One window through CTranslate2 directly (see the module docstring)."""
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.tokenizer import Tokenizer
+
+        model = self.model
+        if len(audio) > model.feature_extractor.n_samples:
+            raise InvalidAudio(f"audio of {len(audio) / 16000:.2f} s is longer than the model's "
+                                   f"{self.window_seconds:g} s window")
+        tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
+                              language="en" if model.model.is_multilingual else None)
+        # The audio padded to the window before the log-mel, as transformers' extractor (and
+        # Whisper's training) does: padding the features afterwards gives the silence other values.
+        n = model.feature_extractor.n_samples
+        features = pad_or_trim(model.feature_extractor(audio, padding=n - len(audio)), self._frames)
+        head = ([tokenizer.sot_prev] + list(prompt)[-(model.max_length // 2 - 1):]) if prompt else []
+        sequence = head + list(tokenizer.sot_sequence) + [tokenizer.no_timestamps] + list(forced)
+        room = min(model.max_length, self._max_positions) - len(sequence)
+        if room < 1:
+            raise InvalidAsrConfig(f"the forced prefix and prompt ({len(sequence)} tokens) leave no room "
+                                   "in the model's decoder")
+        result = model.model.generate(
+            model.encode(features), [sequence], beam_size=1, max_length=len(sequence) + min(
+                room, self.config.max_new_tokens), suppress_blank=not forced, suppress_tokens=[-1],
+            return_scores=False)[0]
+        eot = self.text.first_special
+        tokens = result.sequences_ids[0]
+        if forced and tokens[:len(forced)] == list(forced):  # CTranslate2 returns the forced tokens too
+            tokens = tokens[len(forced):]
+        end = next((i for i, t in enumerate(tokens) if t >= eot), len(tokens))
+        return Hypothesis(tuple(tokens[:end]))
+
+    def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
         audio = check_audio(audio)
         multilingual = self.model.model.is_multilingual
         prefix = self.text.decode(forced).strip()
@@ -77,3 +131,20 @@ class FasterWhisperBackend(AsrBackend):
         if tokens[: len(given)] == given:
             tokens = tokens[len(given):]
         return Hypothesis(tuple(tokens))
+
+
+_FASTER_WHISPER_FRAMES = 3000  # the features faster-whisper pads every segment to (30 s)
+
+
+def _source(config: FasterWhisperConfig) -> str:
+    """What to hand faster-whisper: a CTranslate2 folder (converted here when need be) or a name."""
+    from foresay.engine.model_registry import SHIPPED_WHISPER, shipped_model_dir
+
+    if is_fixture(config.model):
+        return str(ctranslate2_folder(config.model, config.fixture_root))
+    if config.model in SHIPPED_WHISPER:
+        return str(converted_folder(shipped_model_dir(config.model, SHIPPED_WHISPER), "float16", config.cache_root))
+    path = Path(config.model).expanduser()
+    if path.is_dir() and is_transformers_whisper(path):
+        return str(converted_folder(path, "float16", config.cache_root))
+    return config.model
