@@ -63,6 +63,9 @@ def test_labels_split_at_the_first_wrong_input_and_the_loss_weighs_both_terms(de
     assert ar.labels == example.labels[:wrong + 1] + [IGNORE] * (len(example.ids) - wrong - 1)
     assert consistency.labels == [IGNORE] * (wrong + 1) + example.labels[wrong + 1:]
     assert ar.ids == consistency.ids == example.ids
+    near = split_labels(example, span=1)[1]  # only the label right after the wrong input
+    after = len(example.ids) - wrong - 2
+    assert near.labels == [IGNORE] * (wrong + 1) + [example.labels[wrong + 1]] + [IGNORE] * after
     # all right: only the padding input past the window is wrong, and nothing follows it
     clean = state_example(prompt, target, 1, [11, 12, 13], pad_id=0)
     assert split_labels(clean)[0].labels == clean.labels
@@ -95,7 +98,7 @@ def test_labels_split_at_the_first_wrong_input_and_the_loss_weighs_both_terms(de
 
 
 def test_cllm_config_refuses_bad_values():
-    for bad in ({"cuts": 0}, {"consistency_weight": -1.0}, {"window": 1}):
+    for bad in ({"cuts": 0}, {"consistency_weight": -1.0}, {"consistency_span": -1}, {"window": 1}):
         with pytest.raises(ForesayError):
             CllmTrainConfig(**bad)
 

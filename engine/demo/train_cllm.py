@@ -52,6 +52,10 @@ class CllmTrainConfig:
     cuts: cut-off versions of each request (1 to 3 words dropped, drawn anew each time); every
         distinct draft gives its own trajectory (more states from the same requests).
     consistency_weight: the consistency term's weight against the AR term's.
+    consistency_span: how many positions after a state's first wrong input carry a consistency
+        label (0: all). A guess only saves a pass if every guess before it is right too, so the
+        positions right after the first wrong one are those worth learning; far ones are mostly
+        unlearnable for a small model and pull its greedy replies away.
     distill: AR targets are the base model's distributions (else the labels).
     steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
     lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
@@ -63,6 +67,7 @@ class CllmTrainConfig:
     cuts: int = 1
     max_reply: int = 48
     consistency_weight: float = 1.0
+    consistency_span: int = 0
     distill: bool = True
     steps: int = 200
     batch_size: int = 16
@@ -76,9 +81,10 @@ class CllmTrainConfig:
     def __post_init__(self):
         check_schedule("CLLM training", self)
         if (self.dialogues < 1 or self.window < 2 or self.draft_tokens < 1 or self.max_reply < 2
-                or self.cuts < 1 or self.consistency_weight < 0):
+                or self.cuts < 1 or self.consistency_weight < 0
+                or self.consistency_span < 0):
             raise ForesayError("CLLM training: dialogues >= 1, window >= 2, draft_tokens >= 1, "
-                               "max_reply >= 2, cuts >= 1, consistency_weight >= 0")
+                               "max_reply >= 2, cuts >= 1, consistency_weight >= 0, consistency_span >= 0")
 
 
 def sha256(path: Path) -> str:
@@ -129,13 +135,15 @@ def state_example(prompt: list[int], target: list[int], accepted: int, window: l
     return Example(ids, [IGNORE] * len(prompt) + reply)
 
 
-def split_labels(example: Example) -> tuple[Example, Example]:
+def split_labels(example: Example, span: int = 0) -> tuple[Example, Example]:
     """A state's labels as (AR, consistency): a label is a consistency label once a wrong token
-    (a wrong guess, or the padding input past the window) came before it in the input."""
+    (a wrong guess, or the padding input past the window) came before it in the input; with
+    `span`, only the first `span` of those keep their label."""
     wrong = next((k for k, (i, l) in enumerate(zip(example.ids, example.labels)) if l != IGNORE and i != l),
                  len(example.ids))
+    end = wrong + span if span else len(example.ids)
     ar = [l if k <= wrong else IGNORE for k, l in enumerate(example.labels)]
-    consistency = [l if k > wrong else IGNORE for k, l in enumerate(example.labels)]
+    consistency = [l if wrong < k <= end else IGNORE for k, l in enumerate(example.labels)]
     return Example(example.ids, ar), Example(example.ids, consistency)
 
 
@@ -180,10 +188,10 @@ def _soft_loss(logits: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor
 
 
 def _cllm_loss(model, prefix_ids: torch.Tensor, states: list[Example], ar: list[Example], start: int,
-               pad_id: int, weight: float, teacher=None) -> torch.Tensor:
+               pad_id: int, weight: float, teacher=None, span: int = 0) -> torch.Tensor:
     """AR mean + weight x consistency mean over one batch of states and AR dialogues; the AR term
     against `teacher`'s distributions when one is given."""
-    halves = [split_labels(state) for state in states]
+    halves = [split_labels(state, span) for state in states]
     nothing = [Example(ex.ids, [IGNORE] * len(ex.ids)) for ex in ar]
     ids, ar_labels, mask = _batch([a for a, _ in halves] + ar, start, pad_id)
     _, consistency_labels, _ = _batch([c for _, c in halves] + nothing, start, pad_id)
@@ -244,9 +252,9 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
         model.save_pretrained(out, state_dict={k: v.detach().to(torch.float16)
                                                for k, v in model.state_dict().items()})
         tokenizer.save_pretrained(out)
-        template = base / "chat_template.jinja"
-        if template.exists():
-            shutil.copy(template, out / template.name)
+        for name in ("chat_template.jinja", "foresay.json"):  # the template, the history it handles
+            if (base / name).exists():
+                shutil.copy(base / name, out / name)
         stats = {"config": asdict(config), "domain": asdict(domain), "base_sha256": sha256(base / "model.safetensors"),
                  "data": data_stats, "steps_done": step,
                  "final_loss": sum(losses[-25:]) / max(1, len(losses[-25:])),
@@ -261,7 +269,7 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
         lo = (step * config.batch_size) % max(1, len(states) - config.batch_size + 1)
         loss = _cllm_loss(model, prefix_ids, states[lo:lo + config.batch_size],
                           ar[step * config.batch_size:(step + 1) * config.batch_size], len(prefix),
-                          tokenizer.pad_token_id, config.consistency_weight, teacher)
+                          tokenizer.pad_token_id, config.consistency_weight, teacher, config.consistency_span)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -296,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--split", default="test")
     defaults = CllmTrainConfig()
     for sub in (parser, ev):
-        for name in ("seed", "dialogues", "window", "draft_tokens", "cuts", "max_reply", "steps", "batch_size",
-                     "warmup", "threads", "stop_at", "checkpoint_every"):
+        for name in ("seed", "dialogues", "window", "draft_tokens", "cuts", "consistency_span", "max_reply",
+                     "steps", "batch_size", "warmup", "threads", "stop_at", "checkpoint_every"):
             sub.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
         sub.add_argument("--lr", type=float, default=defaults.lr)
         sub.add_argument("--consistency-weight", type=float, default=defaults.consistency_weight)
