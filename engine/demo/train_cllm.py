@@ -60,16 +60,16 @@ class CllmTrainConfig:
     steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
     lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
     seed: int = 0
-    dialogues: int = 400
+    dialogues: int = 500
     window: int = 16
     fill: bool = False
     draft_tokens: int = 24
-    cuts: int = 1
+    cuts: int = 2
     max_reply: int = 48
-    consistency_weight: float = 1.0
-    consistency_span: int = 0
+    consistency_weight: float = 0.05
+    consistency_span: int = 3
     distill: bool = True
-    steps: int = 200
+    steps: int = 450
     batch_size: int = 16
     lr: float = 3e-4
     warmup: int = 10
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                           "fill": config.fill, **stats}, indent=2))
         return 0
 
-    ev.set_defaults(func=evaluate)
+    ev.set_defaults(func=evaluate, cuts=1)  # held out: one cut-off version per request, as a turn has
 
     def command(args) -> int:
         fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
