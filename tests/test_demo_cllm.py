@@ -1,15 +1,20 @@
 """The CLLM fine-tune of the demo chat model: its training data are the model's own Jacobi
 trajectories, labelled with the fixed point; the shipped result loads by name and, like every
 model, decodes losslessly with Jacobi."""
+import json
 import random
 
 import pytest
+import torch
 
 from foresay.engine.decoding import greedy_reply
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
 from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
-from foresay.engine.demo.train_cllm import state_example, trajectory_states
+from foresay.engine.demo.train_chat import _batch, _step_loss
+from foresay.engine.demo.train_cllm import (CllmTrainConfig, _cllm_loss, sha256, split_labels, state_example,
+                                            trajectory_states)
+from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
 from foresay.engine.llm import LLMConfig, load_llm
 from foresay.engine.predgen.continuation import ContinuationConfig
@@ -49,12 +54,69 @@ def test_trajectories_end_at_the_greedy_reply_and_label_it(demo_lm):
     assert found > 0  # some cut-off requests draft a different reply
 
 
-def test_the_shipped_cllm_loads_by_name_and_decodes_losslessly():
+def test_labels_split_at_the_first_wrong_input_and_the_loss_weighs_both_terms(demo_lm):
+    prompt, target = [5, 6, 7], [10, 11, 12, 13, 14]
+    # accepted 1, window: pending 11 (right), 12 (right), 99 (wrong), 14 (right guess, wrong context)
+    example = state_example(prompt, target, 1, [11, 12, 99, 14], pad_id=0)
+    ar, consistency = split_labels(example)
+    wrong = example.ids.index(99)
+    assert ar.labels == example.labels[:wrong + 1] + [IGNORE] * (len(example.ids) - wrong - 1)
+    assert consistency.labels == [IGNORE] * (wrong + 1) + example.labels[wrong + 1:]
+    assert ar.ids == consistency.ids == example.ids
+    near = split_labels(example, span=1)[1]  # only the label right after the wrong input
+    after = len(example.ids) - wrong - 2
+    assert near.labels == [IGNORE] * (wrong + 1) + [example.labels[wrong + 1]] + [IGNORE] * after
+    # all right: only the padding input past the window is wrong, and nothing follows it
+    clean = state_example(prompt, target, 1, [11, 12, 13], pad_id=0)
+    assert split_labels(clean)[0].labels == clean.labels
+    assert set(split_labels(clean)[1].labels) == {IGNORE}
+
+    encoder = ChatEncoder(demo_lm.tokenizer, default_system_prompt())
+    dialogue = DialogueGenerator(DomainConfig(seed=3), "train").dialogues(1)
+    chat = encoder.training_examples(dialogue, 0.0, random.Random(0))
+    head = encoder._encode(demo_lm.tokenizer.apply_chat_template(
+        [{"role": "system", "content": default_system_prompt()}], tokenize=False))
+    reply = encoder._encode("Paris is the capital of France.")
+    state = state_example(head + reply[:2], reply, 1, [reply[1], 17, reply[3]], pad_id=0)
+    start, model = len(head), demo_lm.model
+    prefix = torch.tensor([head])
+    with torch.no_grad():
+        ar_only = _step_loss(model, prefix, *_batch([split_labels(state)[0]] + chat, start, 0))
+        both = _cllm_loss(model, prefix, [state], chat, start, 0, weight=2.0)
+        assert float(_cllm_loss(model, prefix, [state], chat, start, 0, weight=0.0)) == pytest.approx(float(ar_only))
+        consistency = _step_loss(model, prefix, *_batch([split_labels(state)[1]], start, 0))
+    assert float(both) == pytest.approx(float(ar_only) + 2.0 * float(consistency), rel=1e-4)
+
+    # distilled AR term: a model distilled from itself is already where the term wants it
+    model.zero_grad(set_to_none=True)
+    _cllm_loss(model, prefix, [state], chat, start, 0, weight=0.0, teacher=model).backward()
+    assert max(float(p.grad.abs().max()) for p in model.parameters() if p.grad is not None) < 1e-5
+    model.zero_grad(set_to_none=True)
+    _cllm_loss(model, prefix, [state], chat, start, 0, weight=1.0, teacher=model).backward()
+    assert max(float(p.grad.abs().max()) for p in model.parameters() if p.grad is not None) > 1e-3
+    model.zero_grad(set_to_none=True)
+
+
+def test_cllm_config_refuses_bad_values():
+    for bad in ({"cuts": 0}, {"consistency_weight": -1.0}, {"consistency_span": -1}, {"window": 1}):
+        with pytest.raises(ForesayError):
+            CllmTrainConfig(**bad)
+
+
+def test_the_shipped_cllm_derives_from_the_shipped_base():
+    base = demo_model_dir("demo", DEMO_CHAT) / "model.safetensors"
+    folder = demo_model_dir("demo-cllm", DEMO_CHAT)
+    assert sha256(base) in (folder / "README.md").read_text()
+    assert json.loads((folder / "training.json").read_text())["base_sha256"] == sha256(base)
+
+
+@pytest.mark.parametrize("spec", ["jacobi", "jacobi:16:fill"])
+def test_the_shipped_cllm_loads_by_name_and_decodes_losslessly(spec):
     folder = demo_model_dir("demo-cllm", DEMO_CHAT)
     card = (folder / "README.md").read_text()
     assert "sha256" in card and "demo-chat" in card
     lm = load_llm(LLMConfig(model="demo-cllm", threads=2))
-    config = PredGenConfig(max_new_tokens=48, continuation=ContinuationConfig.parse("jacobi:16:fill"))
+    config = PredGenConfig(max_new_tokens=48, continuation=ContinuationConfig.parse(spec))
     for dialogue in DialogueGenerator(DomainConfig(seed=4), "test").dialogues(3):
         turn = PredGenTurn(Conversation(lm), config)
         drive_word_by_word(turn, dialogue.turns[0].user)

@@ -96,7 +96,8 @@ def _batch(examples: list[Example], start: int, pad_id: int):
     return ids, labels, mask
 
 
-def _step_loss(model, prefix: torch.Tensor, ids, labels, mask) -> torch.Tensor:
+def _step_logits(model, prefix: torch.Tensor, ids, mask) -> torch.Tensor:
+    """Logits of a batch whose rows all start with `prefix` (run once, its KV shared)."""
     from transformers import DynamicCache
 
     shared = model(input_ids=prefix, use_cache=True).past_key_values
@@ -104,11 +105,18 @@ def _step_loss(model, prefix: torch.Tensor, ids, labels, mask) -> torch.Tensor:
     for layer, entry in enumerate(shared.layers):
         batch = ids.shape[0]
         cache.update(entry.keys.expand(batch, -1, -1, -1), entry.values.expand(batch, -1, -1, -1), layer)
-    logits = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True).logits
+    return model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True).logits
+
+
+def _label_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     # position t predicts token t+1; the first reply token is predicted by the position before it
     # (the prompt's last token), which is inside this batch since replies never start a sequence.
     return torch.nn.functional.cross_entropy(
         logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=IGNORE)
+
+
+def _step_loss(model, prefix: torch.Tensor, ids, labels, mask) -> torch.Tensor:
+    return _label_loss(_step_logits(model, prefix, ids, mask), labels)
 
 
 def train_chat(config: ChatTrainConfig, out: Path, system_prompt: str, domain: DomainConfig,

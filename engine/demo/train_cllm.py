@@ -8,12 +8,18 @@ verification keeps the common prefix and the Jacobi continuation (`JacobiFromDra
 unknown positions filled) starts from the stale draft's tail. Every pass's input state becomes one
 training sequence: prompt, the accepted part of y*, then the window as the model saw it.
 
-Loss, one cross-entropy over all labelled tokens of a batch:
-- consistency: every window position is labelled with y*'s token there, so the model learns to
-  map any intermediate Jacobi state to the fixed point in one step (CLLM's global consistency
-  loss, with hard targets);
-- AR: the accepted prefix of y* and, in the same batch, ordinary training dialogues with their
-  reference replies (the base model's own objective), which keeps reply quality.
+Loss, two cross-entropies, each a mean over its own tokens of a batch (CLLM's two terms):
+- consistency: every window position after the first wrong guess is labelled with y*'s token
+  there, so the model learns to map an intermediate Jacobi state to the fixed point in one step
+  (CLLM's global consistency loss, with hard targets), times `consistency_weight`;
+- AR: every position whose context is right (the accepted prefix of y*, the window up to its first
+  wrong guess) and, in the same batch, ordinary training dialogues laid out as the base model was
+  trained (cut-off requests, where a user message ends); with `distill`, the targets there are the
+  base model's whole distributions (a frozen copy runs beside), so the greedy replies, the drafts
+  of cut-off requests and P(end of turn) stay the base's; without, the labels.
+A single mean over both terms with reference labels (the first version of this trainer) left the
+consistency positions about an eighth of the gradient and moved the greedy replies away from the
+base's: the passes per token did not move.
 
 Runtime code never imports this module; the result is an ordinary model folder.
 """
@@ -32,7 +38,7 @@ import torch
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example
 from foresay.engine.demo.cli import check_schedule
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
-from foresay.engine.demo.train_chat import _batch, _lr_at, _shared_prefix, _step_loss
+from foresay.engine.demo.train_chat import _batch, _label_loss, _lr_at, _shared_prefix, _step_logits
 from foresay.engine.errors import ForesayError
 
 
@@ -43,15 +49,27 @@ class CllmTrainConfig:
     window / fill: the Jacobi continuation the trajectories come from (as at inference:
         `jacobi:16` without fill, `jacobi:16:fill` with it).
     draft_tokens: how much of the cut-off request's reply serves as the stale draft.
+    cuts: cut-off versions of each request (1 to 3 words dropped, drawn anew each time); every
+        distinct draft gives its own trajectory (more states from the same requests).
+    consistency_weight: the consistency term's weight against the AR term's.
+    consistency_span: how many positions after a state's first wrong input carry a consistency
+        label (0: all). A guess only saves a pass if every guess before it is right too, so the
+        positions right after the first wrong one are those worth learning; far ones are mostly
+        unlearnable for a small model and pull its greedy replies away.
+    distill: AR targets are the base model's distributions (else the labels).
     steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
     lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
     seed: int = 0
-    dialogues: int = 400
+    dialogues: int = 500
     window: int = 16
     fill: bool = False
     draft_tokens: int = 24
+    cuts: int = 2
     max_reply: int = 48
-    steps: int = 200
+    consistency_weight: float = 0.05
+    consistency_span: int = 3
+    distill: bool = True
+    steps: int = 450
     batch_size: int = 16
     lr: float = 3e-4
     warmup: int = 10
@@ -62,8 +80,11 @@ class CllmTrainConfig:
 
     def __post_init__(self):
         check_schedule("CLLM training", self)
-        if self.dialogues < 1 or self.window < 2 or self.draft_tokens < 1 or self.max_reply < 2:
-            raise ForesayError("CLLM training: dialogues >= 1, window >= 2, draft_tokens >= 1, max_reply >= 2")
+        if (self.dialogues < 1 or self.window < 2 or self.draft_tokens < 1 or self.max_reply < 2
+                or self.cuts < 1 or self.consistency_weight < 0
+                or self.consistency_span < 0):
+            raise ForesayError("CLLM training: dialogues >= 1, window >= 2, draft_tokens >= 1, "
+                               "max_reply >= 2, cuts >= 1, consistency_weight >= 0, consistency_span >= 0")
 
 
 def sha256(path: Path) -> str:
@@ -114,6 +135,18 @@ def state_example(prompt: list[int], target: list[int], accepted: int, window: l
     return Example(ids, [IGNORE] * len(prompt) + reply)
 
 
+def split_labels(example: Example, span: int = 0) -> tuple[Example, Example]:
+    """A state's labels as (AR, consistency): a label is a consistency label once a wrong token
+    (a wrong guess, or the padding input past the window) came before it in the input; with
+    `span`, only the first `span` of those keep their label."""
+    wrong = next((k for k, (i, l) in enumerate(zip(example.ids, example.labels)) if l != IGNORE and i != l),
+                 len(example.ids))
+    end = wrong + span if span else len(example.ids)
+    ar = [l if k <= wrong else IGNORE for k, l in enumerate(example.labels)]
+    consistency = [l if wrong < k <= end else IGNORE for k, l in enumerate(example.labels)]
+    return Example(example.ids, ar), Example(example.ids, consistency)
+
+
 def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, rng: random.Random,
             progress=print) -> tuple[list[Example], dict]:
     """Training states from each dialogue's last request, and what the trajectories cost:
@@ -121,25 +154,57 @@ def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, rng: r
     plain steps would need)."""
     examples, passes, tokens = [], 0, 0
     pad = encoder.tok.pad_token_id
+    render = encoder.tok.apply_chat_template
     for n, dialogue in enumerate(dialogues):
         messages = encoder.messages(dialogue)[:-1]
         user = dialogue.turns[-1].user
-        render = encoder.tok.apply_chat_template
         prompt = encoder._encode(render(messages, tokenize=False, add_generation_prompt=True))
-        partial = dict(messages[-1], content=truncate_request(user, rng))
-        partial_prompt = encoder._encode(render(messages[:-1] + [partial], tokenize=False,
-                                                add_generation_prompt=True))
         target = _greedy(lm, prompt, config.max_reply)
-        draft = _greedy(lm, partial_prompt, config.draft_tokens)
-        states = trajectory_states(lm, prompt, draft, target, config.window, config.fill)
-        passes += len(states)
-        tokens += len(target) - 1 - states[0][0] if states else 0
-        # a window of the pending token alone is a plain step: the AR data already cover it
-        examples += [state_example(prompt, target, a, w, pad) for a, w in states if len(w) > 1]
+        drafts: list[list[int]] = []
+        for _ in range(config.cuts):
+            partial = dict(messages[-1], content=truncate_request(user, rng))
+            partial_prompt = encoder._encode(render(messages[:-1] + [partial], tokenize=False,
+                                                    add_generation_prompt=True))
+            draft = _greedy(lm, partial_prompt, config.draft_tokens)
+            if draft in drafts:
+                continue
+            drafts.append(draft)
+            states = trajectory_states(lm, prompt, draft, target, config.window, config.fill)
+            passes += len(states)
+            tokens += len(target) - 1 - states[0][0] if states else 0
+            # a window of the pending token alone is a plain step: the AR data already cover it
+            examples += [state_example(prompt, target, a, w, pad) for a, w in states if len(w) > 1]
         if (n + 1) % 200 == 0:
             progress(f"trajectories: {n + 1}/{len(dialogues)} requests, {len(examples)} states")
     return examples, {"requests": len(dialogues), "states": len(examples), "jacobi_passes": passes,
                       "tokens_to_fix": tokens, "passes_per_token": passes / tokens if tokens else None}
+
+
+def _soft_loss(logits: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against the teacher's distributions at the labelled positions."""
+    keep = labels[:, 1:] != IGNORE
+    student = logits[:, :-1][keep].float().log_softmax(-1)
+    return -(teacher[:, :-1][keep].float().softmax(-1) * student).sum(-1).mean()
+
+
+def _cllm_loss(model, prefix_ids: torch.Tensor, states: list[Example], ar: list[Example], start: int,
+               pad_id: int, weight: float, teacher=None, span: int = 0) -> torch.Tensor:
+    """AR mean + weight x consistency mean over one batch of states and AR dialogues; the AR term
+    against `teacher`'s distributions when one is given."""
+    halves = [split_labels(state, span) for state in states]
+    nothing = [Example(ex.ids, [IGNORE] * len(ex.ids)) for ex in ar]
+    ids, ar_labels, mask = _batch([a for a, _ in halves] + ar, start, pad_id)
+    _, consistency_labels, _ = _batch([c for _, c in halves] + nothing, start, pad_id)
+    logits = _step_logits(model, prefix_ids, ids, mask)
+    if teacher is None:
+        loss = _label_loss(logits, ar_labels)
+    else:
+        with torch.no_grad():
+            targets = _step_logits(teacher, prefix_ids, ids, mask)
+        loss = _soft_loss(logits, targets, ar_labels)
+    if weight and (consistency_labels[:, 1:] != IGNORE).any():
+        loss = loss + weight * _label_loss(logits, consistency_labels)
+    return loss
 
 
 def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: str,
@@ -162,12 +227,19 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
     if not states:
         raise ForesayError("CLLM training: no trajectory had a state to learn from")
     rng.shuffle(states)
+    # laid out as the base was trained (ChatTrainConfig's defaults): cut-off last requests, and
+    # where a user message ends, so P(end of turn) stays in the AR term
     ar = encoder.training_examples(DialogueGenerator(DomainConfig(seed=domain.seed + 100), "train")
-                                   .dialogues(config.steps * config.batch_size), 0.3, rng)
+                                   .dialogues(config.steps * config.batch_size), 0.3, rng,
+                                   end_of_message=True, unpunctuated_prob=0.25)
     _shared_prefix(states + ar, prefix)
     data_seconds = time.perf_counter() - started
     progress(f"{data_stats['states']} states from {data_stats['requests']} requests in {data_seconds:.0f} s")
 
+    teacher = None
+    if config.distill:
+        teacher = load_llm(LLMConfig(model=str(base), device="cpu", dtype="float32", threads=config.threads)).model
+        teacher.eval().requires_grad_(False)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
                                   betas=(0.9, 0.98))
@@ -180,9 +252,9 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
         model.save_pretrained(out, state_dict={k: v.detach().to(torch.float16)
                                                for k, v in model.state_dict().items()})
         tokenizer.save_pretrained(out)
-        template = base / "chat_template.jinja"
-        if template.exists():
-            shutil.copy(template, out / template.name)
+        for name in ("chat_template.jinja", "foresay.json"):  # the template, the history it handles
+            if (base / name).exists():
+                shutil.copy(base / name, out / name)
         stats = {"config": asdict(config), "domain": asdict(domain), "base_sha256": sha256(base / "model.safetensors"),
                  "data": data_stats, "steps_done": step,
                  "final_loss": sum(losses[-25:]) / max(1, len(losses[-25:])),
@@ -195,8 +267,9 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
         lo = (step * config.batch_size) % max(1, len(states) - config.batch_size + 1)
-        batch = states[lo:lo + config.batch_size] + ar[step * config.batch_size:(step + 1) * config.batch_size]
-        loss = _step_loss(model, prefix_ids, *_batch(batch, len(prefix), tokenizer.pad_token_id))
+        loss = _cllm_loss(model, prefix_ids, states[lo:lo + config.batch_size],
+                          ar[step * config.batch_size:(step + 1) * config.batch_size], len(prefix),
+                          tokenizer.pad_token_id, config.consistency_weight, teacher, config.consistency_span)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -231,11 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--split", default="test")
     defaults = CllmTrainConfig()
     for sub in (parser, ev):
-        for name in ("seed", "dialogues", "window", "draft_tokens", "max_reply", "steps", "batch_size",
-                     "warmup", "threads", "stop_at", "checkpoint_every"):
+        for name in ("seed", "dialogues", "window", "draft_tokens", "cuts", "consistency_span", "max_reply",
+                     "steps", "batch_size", "warmup", "threads", "stop_at", "checkpoint_every"):
             sub.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
         sub.add_argument("--lr", type=float, default=defaults.lr)
+        sub.add_argument("--consistency-weight", type=float, default=defaults.consistency_weight)
         sub.add_argument("--fill", action="store_true", help="trajectories of jacobi:W:fill")
+        sub.add_argument("--no-distill", dest="distill", action="store_false",
+                         help="AR term on the labels, not on the base model's distributions")
         sub.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
 
     def evaluate(args) -> int:
@@ -250,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                           "fill": config.fill, **stats}, indent=2))
         return 0
 
-    ev.set_defaults(func=evaluate)
+    ev.set_defaults(func=evaluate, cuts=1)  # held out: one cut-off version per request, as a turn has
 
     def command(args) -> int:
         fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
