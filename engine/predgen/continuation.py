@@ -176,6 +176,22 @@ def _check_entry(cache: KVCache, tokens: list[int], budget: int) -> None:
         raise ForesayError("continuation: the cache does not end with the reply's tokens")
 
 
+def plain_step(cache: KVCache, pending: int) -> Advance:
+    """One forward pass over the pending token alone: it is accepted, its argmax is next."""
+    logits = cache.append([pending], keep_logits=1)
+    return Advance((pending,), int(logits[-1].argmax()), 1, 1, 0)
+
+
+def confirmed_prefix(guesses: list[int], argmax: list[int], eos_ids) -> int:
+    """How many leading guesses equal the model's argmax at their position (their fixed point;
+    `argmax[i]` predicts `guesses[i]`), stopping before a confirmed end of message: the reply
+    ends there, and the end becomes the next pending token."""
+    confirmed = 0
+    while confirmed < len(guesses) and guesses[confirmed] == argmax[confirmed]:
+        confirmed += 1
+    return next((i for i, t in enumerate(guesses[:confirmed]) if t in eos_ids), confirmed)
+
+
 class PlainSteps:
     """One forward pass per token."""
     name = "plain"
@@ -185,8 +201,7 @@ class PlainSteps:
 
     def advance(self, cache: KVCache, tokens: list[int], pending: int, budget: int) -> Advance:
         _check_entry(cache, tokens, budget)
-        logits = cache.append([pending], keep_logits=1)
-        step = Advance((pending,), int(logits[-1].argmax()), 1, 1, 0)
+        step = plain_step(cache, pending)
         self.stats = self.stats.plus(step)
         return step
 
@@ -237,19 +252,12 @@ class JacobiFromDraft:
         guesses = [] if self._plain else self.window.guesses(self.guess, pending, budget)
         if not guesses:
             self.guess = self.guess[1:]  # keep positions aligned: pending takes the first
-            logits = cache.append([pending], keep_logits=1)
-            step = Advance((pending,), int(logits[-1].argmax()), 1, 1, 0)
+            step = plain_step(cache, pending)
             self.stats = self.stats.plus(step)
             return step
         start = len(cache)
         argmax = cache.append([pending] + guesses).argmax(-1).tolist()  # row i predicts guesses[i]
-        confirmed = 0
-        while confirmed < len(guesses) and guesses[confirmed] == argmax[confirmed]:
-            confirmed += 1
-        eos = cache.lm.eos_ids
-        stop = next((i for i, t in enumerate(guesses[:confirmed]) if t in eos), None)
-        if stop is not None:  # the reply ends inside the confirmed guesses
-            confirmed = stop
+        confirmed = confirmed_prefix(guesses, argmax, cache.lm.eos_ids)
         cache.crop(start + 1 + confirmed)
         self.guess = argmax[confirmed + 1:] + self.guess[len(guesses) + 1:]
         step = Advance((pending, *guesses[:confirmed]), argmax[confirmed], 1, 1 + len(guesses), confirmed)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.predgen.continuation import Advance, ContinuationStats, GiveUpWhenSlow, _check_entry
+from foresay.engine.predgen.continuation import (Advance, ContinuationStats, GiveUpWhenSlow, _check_entry,
+                                                 confirmed_prefix, plain_step)
 from foresay.engine.predgen.exit_heads import ExitHeads
 from foresay.engine.predgen.layerwise import LayerwiseModel, PassClock
 
@@ -142,8 +143,7 @@ class SpecBound:
     def advance(self, cache, tokens: list[int], pending: int, budget: int) -> Advance:
         _check_entry(cache, tokens, budget)
         if self._plain:
-            logits = cache.append([pending], keep_logits=1)
-            return self._done(Advance((pending,), int(logits[-1].argmax()), 1, 1, 0))
+            return self._done(plain_step(cache, pending))
         base = len(cache)
         if any(layer.get_seq_length() != base for layer in self.runner.cache_layers(cache)):
             raise ForesayError("SpecBound: the cache's layers do not all hold the conversation")
@@ -154,13 +154,7 @@ class SpecBound:
         with PassClock(self.lm, len(frontier.tokens)):
             frontier.raise_to(self.runner.n_layers)
             argmax = frontier.final_argmax()
-        confirmed = 0
-        while confirmed < len(drafted) and drafted[confirmed] == argmax[confirmed]:
-            confirmed += 1
-        eos = self.lm.eos_ids
-        end = next((i for i, t in enumerate(drafted[:confirmed]) if t in eos), None)
-        if end is not None:  # the reply ends inside the confirmed drafts
-            confirmed = end
+        confirmed = confirmed_prefix(drafted, argmax, self.lm.eos_ids)
         cache.tokens.extend(frontier.tokens)
         cache.crop(base + 1 + confirmed)  # rejected drafts leave every layer
         counts = dict(self.bound.exits)

@@ -27,7 +27,8 @@ import torch
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
-from foresay.engine.predgen.continuation import Advance, ContinuationStats, GiveUpWhenSlow, _check_entry
+from foresay.engine.predgen.continuation import (Advance, ContinuationStats, GiveUpWhenSlow, _check_entry,
+                                                 confirmed_prefix, plain_step)
 from foresay.engine.predgen.stream_model import (STREAMS_CONFIG, StreamHeads, adapter_shapes, check_model,
                                                   multi_stream_forward)
 
@@ -120,20 +121,13 @@ class SpeculativeStreams:
     def advance(self, cache: KVCache, tokens: list[int], pending: int, budget: int) -> Advance:
         _check_entry(cache, tokens, budget)
         if self._plain:
-            logits = cache.append([pending], keep_logits=1)
-            step = Advance((pending,), int(logits[-1].argmax()), 1, 1, 0)
+            step = plain_step(cache, pending)
             self.stats = self.stats.plus(step)
             return step
         guesses = self.draft[:min(self.length, budget - 1)]
         start = len(cache)
         argmax, streams = self.run(cache, [pending] + guesses)  # row i predicts guesses[i]
-        confirmed = 0
-        while confirmed < len(guesses) and guesses[confirmed] == argmax[confirmed]:
-            confirmed += 1
-        eos = cache.lm.eos_ids
-        stop = next((i for i, t in enumerate(guesses[:confirmed]) if t in eos), None)
-        if stop is not None:  # the reply ends inside the confirmed draft
-            confirmed = stop
+        confirmed = confirmed_prefix(guesses, argmax, cache.lm.eos_ids)
         cache.crop(start + 1 + confirmed)
         self.draft = self.run.propose(streams[confirmed])
         step = Advance((pending, *guesses[:confirmed]), argmax[confirmed], 1, 1 + len(guesses), confirmed)
