@@ -1,4 +1,4 @@
-"""Shared helpers for the PredGen tests: prompts and a word-by-word driver."""
+"""Shared helpers for the PredGen tests: prompts, a word-by-word driver, a continuation driver."""
 import random
 
 from foresay.engine.decoding import greedy_reply
@@ -36,3 +36,13 @@ def drive_word_by_word(turn, prompt: str):
 def cold_greedy(lm, prompt_ids, max_new_tokens):
     ids, _ = greedy_reply(KVCache(lm), list(prompt_ids), max_new_tokens)
     return [t for t in ids if t not in lm.eos_ids]
+
+
+def advance_until(strategy, cache, pending: int, n: int):
+    """Advance `strategy` until the reply holds `n` tokens, the pending one included (its budget,
+    respected exactly); yields (tokens, pending, step) after every advance, for checks between."""
+    tokens: list[int] = []
+    while len(tokens) + 1 < n:
+        step = strategy.advance(cache, tokens, pending, n - len(tokens) - 1)
+        tokens, pending = tokens + list(step.accepted), step.pending
+        yield tokens, pending, step

@@ -14,7 +14,7 @@ from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
 
-from predgen_helpers import cold_greedy, drive_word_by_word, make_prompts
+from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts
 
 SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 
@@ -79,11 +79,7 @@ def test_every_pass_leaves_prompt_plus_accepted_tokens_in_the_cache(tiny_lm):
                      PlainSteps()):
         cache = KVCache(tiny_lm)
         start, logits = cache.sync(prompt)
-        tokens, pending = [], int(logits[-1].argmax())
-        while len(tokens) + 1 < 30:
-            step = strategy.advance(cache, tokens, pending, 30 - len(tokens) - 1)
-            tokens += step.accepted
-            pending = step.pending
+        for tokens, pending, _ in advance_until(strategy, cache, int(logits[-1].argmax()), 30):
             assert cache.tokens == prompt + tokens
             assert tokens + [pending] == greedy[:len(tokens) + 1]
         assert len(tokens) + 1 == 30  # the budget is respected exactly
@@ -97,12 +93,8 @@ def test_slow_convergence_falls_back_to_plain_steps(tiny_lm):
     cache = KVCache(tiny_lm)
     _, logits = cache.sync(prompt)
     strategy = JacobiFromDraft(noise[1:], FixedWindow(6, fill=True), GiveUpWhenSlow(patience=2, min_gain=1))
-    tokens, pending = [], int(logits[-1].argmax())
     computed = []
-    while len(tokens) + 1 < 24:
-        step = strategy.advance(cache, tokens, pending, 24 - len(tokens) - 1)
-        tokens += step.accepted
-        pending = step.pending
+    for tokens, pending, step in advance_until(strategy, cache, int(logits[-1].argmax()), 24):
         computed.append(step.computed)
     assert tokens + [pending] == greedy
     gave_up = strategy.stats.gave_up_at

@@ -18,7 +18,7 @@ from foresay.engine.predgen.specbound import Bounds, SpecBound
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
 
-from predgen_helpers import cold_greedy, drive_word_by_word, make_prompts
+from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts
 
 SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 FINAL = "tell me about the weather in Paris"
@@ -95,11 +95,7 @@ def _run(lm, strategy, n):
     _, logits = cache.sync(prompt)
     if hasattr(strategy.heads, "bind"):
         strategy.heads.bind(cache, len(prompt))
-    tokens, pending = [], int(logits[-1].argmax())
-    while len(tokens) + 1 < n:
-        step = strategy.advance(cache, tokens, pending, n - len(tokens) - 1)
-        tokens += step.accepted
-        pending = step.pending
+    for tokens, pending, _ in advance_until(strategy, cache, int(logits[-1].argmax()), n):
         assert cache.tokens == prompt + tokens
         assert [layer.get_seq_length() for layer in cache._cache.layers] == [len(cache)] * 4
     assert len(tokens) + 1 == n  # the budget is respected exactly

@@ -16,7 +16,7 @@ from foresay.engine.predgen.streams import SpeculativeStreams, attach_stream_hea
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
 
-from predgen_helpers import cold_greedy, drive_word_by_word, make_prompts
+from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts
 
 SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 FINAL = "tell me about the weather in Paris"
@@ -66,11 +66,7 @@ def test_every_pass_leaves_prompt_plus_accepted_tokens_in_the_cache(load_fixture
     for stale, give_up in ((greedy[1:4], GiveUpWhenSlow(0)), ([5, 6, 7], GiveUpWhenSlow(2)), ([], GiveUpWhenSlow())):
         cache, pending = _greedy_from(lm, prompt, 30)
         strategy = SpeculativeStreams(lm, lm_heads(lm), stale, give_up=give_up)
-        tokens = []
-        while len(tokens) + 1 < 30:
-            step = strategy.advance(cache, tokens, pending, 30 - len(tokens) - 1)
-            tokens += step.accepted
-            pending = step.pending
+        for tokens, pending, step in advance_until(strategy, cache, pending, 30):
             assert cache.tokens == prompt + tokens
             assert tokens + [pending] == greedy[:len(tokens) + 1]
             assert step.computed <= 1 + 3
@@ -93,11 +89,8 @@ def test_when_every_draft_fails_it_falls_back_to_plain_steps(load_fixture_lm):
     greedy = cold_greedy(lm, prompt, 24)
     cache, pending = _greedy_from(lm, prompt, 24)
     strategy = SpeculativeStreams(lm, lm_heads(lm), [], give_up=GiveUpWhenSlow(patience=2, min_gain=4))
-    tokens, computed = [], []
-    while len(tokens) + 1 < 24:
-        step = strategy.advance(cache, tokens, pending, 24 - len(tokens) - 1)
-        tokens += step.accepted
-        pending = step.pending
+    computed = []
+    for tokens, pending, step in advance_until(strategy, cache, pending, 24):
         computed.append(step.computed)
     assert tokens + [pending] == greedy
     gave_up = strategy.stats.gave_up_at
