@@ -3,6 +3,8 @@ import random
 
 from foresay.engine.decoding import greedy_reply
 from foresay.engine.kv import KVCache
+from foresay.engine.predgen.conversation import Conversation
+from foresay.engine.predgen.turn import PredGenTurn
 
 _SUBJECTS = ["the weather in Paris", "a timer for ten minutes", "my email to the team", "the capital of Japan",
              "a good book about travel", "the song that was playing", "coffee or tea in the morning",
@@ -46,3 +48,18 @@ def advance_until(strategy, cache, pending: int, n: int):
         step = strategy.advance(cache, tokens, pending, n - len(tokens) - 1)
         tokens, pending = tokens + list(step.accepted), step.pending
         yield tokens, pending, step
+
+
+def turns_with_history(lm, config, dialogues, drive=drive_word_by_word):
+    """Every user turn of `dialogues` through a PredGenTurn driven by `drive`, earlier turns kept
+    as history; yields (turn, text, reference) before committing the turn, `reference` being the
+    model's own greedy reply to the turn's prompt (end-of-message token included)."""
+    for dialogue in dialogues:
+        conv = Conversation(lm)
+        for text in (t.user for t in dialogue.turns):
+            turn = PredGenTurn(conv, config)
+            drive(turn, text)
+            turn.finish()
+            reference, _ = greedy_reply(KVCache(lm), list(turn.prompt.ids), config.max_new_tokens)
+            yield turn, text, reference
+            turn.commit()

@@ -3,7 +3,6 @@ stale draft. Both must reproduce plain greedy decoding exactly, and keep the cac
 accepted tokens after every pass."""
 import pytest
 
-from foresay.engine.decoding import greedy_reply
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
@@ -14,7 +13,7 @@ from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
 
-from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts
+from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts, turns_with_history
 
 SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 
@@ -116,16 +115,9 @@ def test_jacobi_on_the_demo_model_equals_greedy_with_history(demo_lm):
     config = PredGenConfig(max_new_tokens=64, continuation=ContinuationConfig.parse("jacobi"))
     dialogues = DialogueGenerator(DomainConfig(seed=3), "test").dialogues(10)
     ended_inside_guesses = 0
-    for dialogue in dialogues:
-        conv = Conversation(demo_lm)
-        for turn_text in (t.user for t in dialogue.turns):
-            turn = PredGenTurn(conv, config)
-            drive_word_by_word(turn, turn_text)
-            turn.finish()
-            reference, _ = greedy_reply(KVCache(demo_lm), list(turn.prompt.ids), 64)
-            assert turn.draft == reference, turn_text  # the end-of-message token included
-            ended_inside_guesses += turn.continuation.stats.guessed > 0 and turn.complete
-            turn.commit()
+    for turn, text, reference in turns_with_history(demo_lm, config, dialogues):
+        assert turn.draft == reference, text  # the end-of-message token included
+        ended_inside_guesses += turn.continuation.stats.guessed > 0 and turn.complete
     assert ended_inside_guesses > 0
 
 

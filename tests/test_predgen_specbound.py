@@ -18,7 +18,7 @@ from foresay.engine.predgen.specbound import Bounds, SpecBound
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
 
-from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts
+from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts, turns_with_history
 
 SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 FINAL = "tell me about the weather in Paris"
@@ -178,15 +178,9 @@ def demo_lm():
 def test_shipped_heads_on_the_demo_model_equal_greedy_with_history(demo_lm):
     """Held-out requests, word by word, earlier turns kept as history, with the shipped heads."""
     config = PredGenConfig(max_new_tokens=64, continuation=ContinuationConfig.parse("specbound"))
-    for dialogue in DialogueGenerator(DomainConfig(seed=5), "test").dialogues(6):
-        conv = Conversation(demo_lm)
-        for text in (t.user for t in dialogue.turns):
-            turn = PredGenTurn(conv, config)
-            drive_word_by_word(turn, text)
-            turn.finish()
-            reference, _ = greedy_reply(KVCache(demo_lm), list(turn.prompt.ids), 64)
-            assert turn.draft == reference, text  # the end-of-message token included
-            turn.commit()
+    dialogues = DialogueGenerator(DomainConfig(seed=5), "test").dialogues(6)
+    for turn, text, reference in turns_with_history(demo_lm, config, dialogues):
+        assert turn.draft == reference, text  # the end-of-message token included
     # whole replies from the first token on: the shipped heads are worth running
     strategy = make_continuation(ContinuationConfig.parse("specbound"), [], demo_lm)
     for dialogue in DialogueGenerator(DomainConfig(seed=6), "test").dialogues(6):

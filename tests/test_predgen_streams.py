@@ -16,7 +16,7 @@ from foresay.engine.predgen.streams import SpeculativeStreams, attach_stream_hea
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
 
-from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts
+from predgen_helpers import advance_until, cold_greedy, drive_word_by_word, make_prompts, turns_with_history
 
 SHORT = SplitterConfig(max_chars=40, min_cut_chars=10)
 FINAL = "tell me about the weather in Paris"
@@ -164,26 +164,23 @@ def test_settings_and_bench_accept_streams():
 
 
 def test_the_shipped_streams_model_decodes_losslessly_and_its_streams_help():
-    """demo-streams: the demo model's weights (the main stream) plus trained streams; word by
-    word on held-out requests with history, the reply equals its greedy decoding, and the
-    streams' drafts are accepted (random ones almost never are)."""
-    from foresay.engine.decoding import greedy_reply
+    """demo-streams: the demo model's weights (the main stream) plus trained streams; on held-out
+    requests with history, drafted from each request cut two words short, the reply equals its
+    greedy decoding, and the streams' drafts are accepted (random ones almost never are)."""
     from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
     from foresay.engine.llm import LLMConfig, load_llm
 
     lm = load_llm(LLMConfig(model="demo-streams", threads=2))
     config = PredGenConfig(max_new_tokens=48, continuation=ContinuationConfig.parse("streams"))
     confirmed = proposed = 0
-    for dialogue in DialogueGenerator(DomainConfig(seed=6), "test").dialogues(2):
-        conv = Conversation(lm)
-        for text in (t.user for t in dialogue.turns):
-            turn = PredGenTurn(conv, config)
-            turn.update(" ".join(text.split()[:-2]) or text, 1)  # drafted from a cut-off request
-            turn.finalize(text)
-            turn.finish()
-            reference, _ = greedy_reply(KVCache(lm), list(turn.prompt.ids), 48)
-            assert turn.draft == reference, text
-            stats = turn.continuation.stats
-            confirmed, proposed = confirmed + stats.guessed, proposed + stats.computed - stats.passes
-            turn.commit()
+
+    def drafted_from_a_cut_off_request(turn, text):
+        turn.update(" ".join(text.split()[:-2]) or text, 1)
+        turn.finalize(text)
+
+    dialogues = DialogueGenerator(DomainConfig(seed=6), "test").dialogues(2)
+    for turn, text, reference in turns_with_history(lm, config, dialogues, drive=drafted_from_a_cut_off_request):
+        assert turn.draft == reference, text
+        stats = turn.continuation.stats
+        confirmed, proposed = confirmed + stats.guessed, proposed + stats.computed - stats.passes
     assert proposed and confirmed / proposed > 0.15  # held out, 120 requests: 31%; random streams: 6%
