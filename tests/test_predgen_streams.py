@@ -150,6 +150,9 @@ def test_continuation_specs_and_clear_errors(load_fixture_lm, tmp_path):
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in heads.state_dict().items())
     with pytest.raises(ForesayError, match="do not fit"):
         attach_stream_heads(lm, StreamHeads.random(StreamsSpec(2, 1), 16, seed=1))
+    sliding = load_fixture_lm("tiny-sliding")
+    with pytest.raises(ForesayError, match="sliding-window layers"):
+        attach_stream_heads(sliding, StreamHeads.random(StreamsSpec(2, 1), sliding.model.config.hidden_size))
     with pytest.raises(ForesayError, match="do not fit"):
         attach_stream_heads(lm, StreamHeads(StreamsSpec(2, 1, rank=3), 64, {"0__self_attn__q_proj": (64, 64)}))
 

@@ -22,6 +22,21 @@ ARCHITECTURES = ("qwen2", "qwen3", "llama")
 ATTENTION = ("sdpa", "eager")
 
 
+def decoder_layout_unsupported(model) -> str | None:
+    """Why a transformers model's decoder cannot be run layer by layer here (None: it can): the
+    layout is `model.model` with embed_tokens / layers / norm / rotary_emb, full attention in
+    every layer. Shared by SpecBound and Speculative Streaming (`stream_model`)."""
+    body = getattr(model, "model", None)
+    if not all(hasattr(body, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
+        return "the model's body has no embed_tokens / layers / norm / rotary_emb"
+    config = model.config
+    types = getattr(config, "layer_types", None) or []
+    if any(t != "full_attention" for t in types) or (
+            not types and getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", False)):
+        return "the model has sliding-window layers"
+    return None
+
+
 def layerwise_unsupported(lm) -> str | None:
     """Why layer-by-layer runs cannot work on this model (None: they can)."""
     model = getattr(lm, "model", None)
@@ -31,13 +46,9 @@ def layerwise_unsupported(lm) -> str | None:
     kind = getattr(config, "model_type", "?")
     if kind not in ARCHITECTURES:
         return f"architecture {kind!r} is not one of {', '.join(ARCHITECTURES)}"
-    body = getattr(model, "model", None)
-    if not all(hasattr(body, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
-        return "the model's body has no embed_tokens / layers / norm / rotary_emb"
-    types = getattr(config, "layer_types", None) or []
-    if any(t != "full_attention" for t in types) or (
-            not types and getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", False)):
-        return "the model has sliding-window layers"
+    why = decoder_layout_unsupported(model)
+    if why:
+        return why
     attention = getattr(config, "_attn_implementation", None) or "eager"
     if attention not in ATTENTION:
         return f"attention implementation {attention!r} is not one of {', '.join(ATTENTION)}"

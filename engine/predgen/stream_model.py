@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.errors import ForesayError
+from foresay.engine.predgen.layerwise import decoder_layout_unsupported
 
 STREAMS_CONFIG = "streams.json"
 STREAMS_WEIGHTS = "streams.safetensors"
@@ -145,13 +146,11 @@ def adapter_shapes(model, spec: StreamsSpec) -> dict[str, tuple[int, int]]:
 
 def check_model(model, spec: StreamsSpec) -> None:
     """The layer-wise pass needs a Llama/Qwen2-style decoder with full attention everywhere."""
-    inner = getattr(model, "model", None)
-    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
-    if inner is None or not all(hasattr(inner, name) for name in needed) or not hasattr(model, "lm_head"):
+    if not hasattr(model, "lm_head"):
         raise ForesayError(f"speculative streams: {type(model).__name__} is not a Llama/Qwen2-style decoder")
-    kinds = set(getattr(model.config, "layer_types", None) or ["full_attention"])
-    if kinds != {"full_attention"}:
-        raise ForesayError("speculative streams: models with sliding-window layers are not supported")
+    why = decoder_layout_unsupported(model)
+    if why:
+        raise ForesayError(f"speculative streams cannot run {type(model).__name__}: {why}")
     if spec.layers > model.config.num_hidden_layers:
         raise ForesayError(f"speculative streams: {spec.layers} stream layers, the model has "
                            f"{model.config.num_hidden_layers}")
