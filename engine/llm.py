@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,18 +227,25 @@ class ChatLM(ChatText):
                 f"{str(self.dtype).removeprefix('torch.')} on {self.device}, "
                 f"context {self.max_context} tokens{system})")
 
-    @torch.inference_mode()
-    def forward(self, cache, ids: list[int], keep_logits: int) -> torch.Tensor:
-        """Append `ids` to `cache`; return float32 logits of the last `keep_logits` positions."""
+    @contextmanager
+    def counted_pass(self, positions: int):
+        """Count the (possibly partial) forward pass run inside in the model's statistics: its
+        time up to the device's completion, one pass, `positions` positions."""
         start = time.perf_counter()
-        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True,
-                         logits_to_keep=keep_logits)
-        logits = out.logits[0].float()
+        yield
         self._sync()
         self.stats.seconds += time.perf_counter() - start
         self.stats.passes += 1
-        self.stats.tokens += len(ids)
+        self.stats.tokens += positions
+
+    @torch.inference_mode()
+    def forward(self, cache, ids: list[int], keep_logits: int) -> torch.Tensor:
+        """Append `ids` to `cache`; return float32 logits of the last `keep_logits` positions."""
+        with self.counted_pass(len(ids)):
+            input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+            out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True,
+                             logits_to_keep=keep_logits)
+            logits = out.logits[0].float()
         return logits
 
     @torch.inference_mode()

@@ -12,8 +12,6 @@ and `rotary_emb` and full attention in every layer (Qwen2, Qwen3, Llama), with t
 """
 from __future__ import annotations
 
-import time
-
 import torch
 
 from foresay.engine.errors import ForesayError
@@ -123,21 +121,3 @@ class LayerwiseModel:
         """The model's own next-token logits (float32) of final-layer states (1, q, H) -> (q, V)."""
         return self.lm_head(self.body.norm(hidden))[0].float()
 
-
-class PassClock:
-    """Counts one (partial) forward pass in the model's statistics, like `ChatLM.forward` does."""
-
-    def __init__(self, lm, positions: int):
-        self.lm, self.positions = lm, positions
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.lm._sync()
-        stats = self.lm.stats
-        stats.seconds += time.perf_counter() - self.start
-        stats.passes += 1
-        stats.tokens += self.positions
-        return False

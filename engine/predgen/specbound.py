@@ -33,7 +33,7 @@ from foresay.engine.errors import ForesayError
 from foresay.engine.predgen.continuation import (Advance, ContinuationStats, GiveUpWhenSlow, _check_entry,
                                                  confirmed_prefix, plain_step)
 from foresay.engine.predgen.exit_heads import ExitHeads
-from foresay.engine.predgen.layerwise import LayerwiseModel, PassClock
+from foresay.engine.predgen.layerwise import LayerwiseModel
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class SpecBound:
         frontier = _Frontier(self.runner, cache, base, width + 1)
         frontier.add(pending)
         drafted, exits, stop = self._draft(frontier, width)
-        with PassClock(self.lm, len(frontier.tokens)):
+        with self.lm.counted_pass(len(frontier.tokens)):
             frontier.raise_to(self.runner.n_layers)
             argmax = frontier.final_argmax()
         confirmed = confirmed_prefix(drafted, argmax, self.lm.eos_ids)
@@ -186,7 +186,7 @@ class SpecBound:
         chain = 1.0
         while len(drafted) < width:
             token = None
-            with PassClock(self.lm, 1):
+            with self.lm.counted_pass(1):
                 for i, layer in self.exits:
                     frontier.raise_to(layer)
                     candidate, p = self.heads.confidence(i, frontier.hidden[-1])

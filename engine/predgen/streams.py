@@ -18,7 +18,6 @@ to plain one-token steps for the rest of the turn, which bounds the loss.
 """
 from __future__ import annotations
 
-import time
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -79,16 +78,11 @@ class StreamsPass:
         """Append `ids`; returns the main stream's argmax per position and, per position, the
         streams' normed hidden states (streams, hidden): logits only for the row that is used."""
         lm = self.lm
-        start = time.perf_counter()
-        tensor = torch.tensor([ids], dtype=torch.long, device=lm.device)
-        main, streams = cache.append_with(
-            lambda kv, _: multi_stream_forward(lm.model, self.heads, kv, tensor, joint=True), ids)
-        argmax = lm.model.lm_head(main[0]).float().argmax(-1).tolist()
-        if lm.device.type == "cuda":
-            torch.cuda.synchronize()
-        lm.stats.seconds += time.perf_counter() - start
-        lm.stats.passes += 1
-        lm.stats.tokens += len(ids)
+        with lm.counted_pass(len(ids)):
+            tensor = torch.tensor([ids], dtype=torch.long, device=lm.device)
+            main, streams = cache.append_with(
+                lambda kv, _: multi_stream_forward(lm.model, self.heads, kv, tensor, joint=True), ids)
+            argmax = lm.model.lm_head(main[0]).float().argmax(-1).tolist()
         return argmax, streams[0]
 
     @torch.inference_mode()
