@@ -19,7 +19,7 @@ from foresay.engine.asr.backends import AsrBackend, Hypothesis, WhisperText
 from foresay.engine.asr.ct2_convert import converted_folder, decoder_positions, is_transformers_whisper
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.fixtures import ctranslate2_folder, is_fixture
-from foresay.engine.asr.models import check_audio
+from foresay.engine.asr.models import SAMPLE_RATE, check_audio
 from foresay.engine.errors import ModelUnavailable
 
 COMPUTE_TYPES = ("auto", "int8", "int8_float16", "int8_float32", "float16", "bfloat16", "float32")
@@ -75,6 +75,12 @@ class FasterWhisperBackend(AsrBackend):
         self.window_seconds = features.n_samples / features.sampling_rate
         self._frames = features.nb_max_frames
         self._max_positions = decoder_positions(Path(source)) if Path(source).is_dir() else 448
+        self._window_tokenizer = None
+        if self._frames != _FASTER_WHISPER_FRAMES:  # the prompt layout of `_transcribe_window`, built once
+            from faster_whisper.tokenizer import Tokenizer
+            multilingual = self.model.model.is_multilingual
+            self._window_tokenizer = Tokenizer(tokenizer, multilingual, task="transcribe",
+                                               language="en" if multilingual else None)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
         if self._frames != _FASTER_WHISPER_FRAMES:
@@ -84,14 +90,11 @@ class FasterWhisperBackend(AsrBackend):
     def _transcribe_window(self, audio: np.ndarray, forced, prompt) -> Hypothesis:
         """One window through CTranslate2 directly (see the module docstring)."""
         from faster_whisper.audio import pad_or_trim
-        from faster_whisper.tokenizer import Tokenizer
 
-        model = self.model
+        model, tokenizer = self.model, self._window_tokenizer
         if len(audio) > model.feature_extractor.n_samples:
-            raise InvalidAudio(f"audio of {len(audio) / 16000:.2f} s is longer than the model's "
-                                   f"{self.window_seconds:g} s window")
-        tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
-                              language="en" if model.model.is_multilingual else None)
+            raise InvalidAudio(f"audio of {len(audio) / SAMPLE_RATE:.2f} s is longer than the model's "
+                               f"{self.window_seconds:g} s window")
         # The audio padded to the window before the log-mel, as transformers' extractor (and
         # Whisper's training) does: padding the features afterwards gives the silence other values.
         n = model.feature_extractor.n_samples
