@@ -40,3 +40,23 @@ def test_prefix_clips_are_prefixes_of_the_same_requests_spoken_alone(tmp_path):
 def test_held_out_splits_speak_in_held_out_voices(tmp_path):
     test = speech_set("test", 4, seed=0, cache=tmp_path)
     assert all(s.voice.endswith(TEST_VARIANTS) for s in test.settings)
+
+
+def test_fragment_clips_are_requests_cut_at_a_pause_with_the_words_said_so_far(tmp_path):
+    whole = speech_set("train", 6, seed=0, cache=tmp_path)
+    fragments = speech_set("train", 6, seed=0, cache=tmp_path, fragments=True)
+    assert len(list(tmp_path.glob("*.npz"))) == 2
+    for request, fragment, clip in zip(whole.texts, fragments.texts, fragments.audio):
+        said = fragment.split()
+        assert said == request.split()[:len(said)] and (len(said) < len(request.split()) or len(said) == 1)
+        frames = np.sqrt(np.mean(clip[:len(clip) // 160 * 160].reshape(-1, 160) ** 2, axis=1))
+        assert frames[-8:].max() < 0.1 * frames.max()  # it ends in the pause, not in a word
+    assert speech_set("train", 6, seed=0, cache=tmp_path, fragments=True).texts == fragments.texts
+
+
+def test_a_speech_set_is_prefixes_or_fragments_not_both(tmp_path):
+    import pytest
+
+    from foresay.engine.errors import ForesayError
+    with pytest.raises(ForesayError, match="not both"):
+        speech_set("train", 2, seed=0, cache=tmp_path, prefixes=True, fragments=True)

@@ -27,11 +27,16 @@ class WerScore:
     words: int = 0
     clips: int = 0
     exact: int = 0  # clips transcribed word for word
+    completed: int = 0  # clips cut mid-sentence whose transcript ends a sentence (reads as a whole request)
     worst: list[tuple[str, str]] = field(default_factory=list)  # (reference, hypothesis)
 
     @property
     def wer(self) -> float:
         return self.errors / self.words if self.words else 0.0
+
+
+def ends_sentence(text: str) -> bool:
+    return text.rstrip().endswith((".", "?", "!"))
 
 
 def evaluate_wer(backend, speech: SpeechSet, keep_worst: int = 10) -> WerScore:
@@ -46,6 +51,7 @@ def evaluate_wer(backend, speech: SpeechSet, keep_worst: int = 10) -> WerScore:
         score.words += len(ref)
         score.clips += 1
         score.exact += errors == 0
+        score.completed += not ends_sentence(text) and ends_sentence(hypothesis)
         if errors:
             misses.append((errors, text, hypothesis.strip()))
     score.worst = [(t, h) for _, t, h in sorted(misses, key=lambda m: -m[0])[:keep_worst]]

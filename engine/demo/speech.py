@@ -13,7 +13,8 @@ import os
 import random
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,50 @@ def word_prefix(text: str, rng: random.Random) -> str:
     return " ".join(words[:rng.randint(1, len(words) - 1)]) if len(words) > 1 else text
 
 
+def with_break(words: list[str], k: int, pause_s: float) -> str:
+    """SSML for `words` as one sentence with a pause of `pause_s` after the first `k` words: the
+    intonation runs on over the pause, as a speaker's does who stops to think mid-request."""
+    return (f"{escape(' '.join(words[:k]), quote=False)} <break time=\"{round(pause_s * 1000)}ms\"/> "
+            f"{escape(' '.join(words[k:]), quote=False)}")
+
+
+FRAGMENT_BREAK_S = 0.8  # longer than any pause espeak-ng makes inside a sentence
+
+
+def speak_fragment(text: str, setting: VoiceSetting, noise_seed: int, rng: random.Random) -> tuple[str, np.ndarray]:
+    """(words said, samples): `text` spoken as one sentence with a pause after its first k words
+    (1 <= k < n, drawn from `rng`), cut 0.1-0.4 s into that pause. This is what a recognizer
+    hears when the user stops mid-request: unlike a prefix spoken alone, the voice has not
+    fallen to a sentence end. A one-word request is spoken whole."""
+    words = text.split()
+    if len(words) < 2:
+        return text, speak(text, setting, noise_seed)
+    k = rng.randint(1, len(words) - 1)
+    tail_s = rng.uniform(0.1, 0.4)
+    clean = speak(with_break(words, k, FRAGMENT_BREAK_S), replace(setting, noise=0.0), 0, ssml=True)
+    frame = SAMPLE_RATE // 100
+    n = len(clean) // frame
+    rms = np.sqrt(np.mean(clean[:n * frame].reshape(n, frame).astype(np.float64) ** 2, axis=1))
+    quiet = rms < rms.max() * 10 ** (-35 / 20)
+    voiced = np.flatnonzero(~quiet)
+    # the break: the longest quiet run between the first and the last voiced frame
+    best, start, run = (0, 0), None, 0
+    for i in range(voiced[0], voiced[-1] + 1):
+        if quiet[i]:
+            start = i if run == 0 else start
+            run += 1
+            best = max(best, (run, start))
+        else:
+            run = 0
+    if best[0] * frame < 0.5 * FRAGMENT_BREAK_S * SAMPLE_RATE:
+        raise ForesayError(f"espeak-ng made no pause inside {text!r} for voice {setting.voice!r}")
+    cut = best[1] * frame + int(tail_s * SAMPLE_RATE)
+    samples = clean[:cut]
+    peak = float(np.abs(samples).max()) or 1.0
+    noise = np.random.default_rng(noise_seed).standard_normal(len(samples)).astype(np.float32)
+    return " ".join(words[:k]), samples + noise * setting.noise * peak
+
+
 def speech_cache_dir() -> Path:
     from platformdirs import user_cache_dir
     root = os.environ.get("FORESAY_DEMO_SPEECH_DIR") or Path(user_cache_dir("foresay")) / "demo-speech"
@@ -113,34 +158,42 @@ class SpeechSet:
 
 
 def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None, progress=None,
-               prefixes: bool = False) -> SpeechSet:
+               prefixes: bool = False, fragments: bool = False) -> SpeechSet:
     """Rendered requests of `split`, from the cache when present. With `prefixes`, each clip is a
     word prefix of its request (`word_prefix`) spoken on its own, in another voice setting than
     the whole request's: streaming recognizers hear requests part way through, and a model
-    trained on whole requests only makes up whole requests from their first words."""
+    trained on whole requests only makes up whole requests from their first words. With
+    `fragments`, each clip is its request cut at a pause the speaker made mid-sentence
+    (`speak_fragment`): what the recognizer decodes when the user stops to think."""
     if split not in SPLITS:
         raise ForesayError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    if prefixes and fragments:
+        raise ForesayError("a speech set holds prefixes spoken alone or fragments cut at a pause, not both")
+    kind = "prefixes" if prefixes else "fragments" if fragments else ""
     key = hashlib.sha256(json.dumps([SPEECH_CACHE_VERSION, split, count, seed, BASE_VOICES, TRAIN_VARIANTS,
-                                     TEST_VARIANTS] + (["prefixes"] if prefixes else [])).encode()).hexdigest()[:16]
-    name = f"{split}-prefixes-{count}-{key}.npz" if prefixes else f"{split}-{count}-{key}.npz"
+                                     TEST_VARIANTS] + ([kind] if kind else [])).encode()).hexdigest()[:16]
+    name = f"{split}-{kind}-{count}-{key}.npz" if kind else f"{split}-{count}-{key}.npz"
     path = (cache or speech_cache_dir()) / name
     if path.exists():
         data = np.load(path, allow_pickle=False)
         audio = _split(data["samples"], data["lengths"])  # each npz member access reads it again: once
         settings = [VoiceSetting(**s) for s in json.loads(str(data["settings"]))]
         return SpeechSet(json.loads(str(data["texts"])), audio, settings)
-    rng = random.Random(f"speech:{seed}:{split}" + (":prefixes" if prefixes else ""))
+    rng = random.Random(f"speech:{seed}:{split}" + (f":{kind}" if kind else ""))
     texts = utterances(split, count, seed)
     if prefixes:
         texts = [word_prefix(t, rng) for t in texts]
-    settings, noise_seeds = [], []
+    settings, noise_seeds, cut_rngs = [], [], []
     for _ in texts:  # every random draw here, in order, so the clips do not depend on the threads
         settings.append(voice_settings(split, rng))
         noise_seeds.append(rng.getrandbits(32))
+        cut_rngs.append(random.Random(rng.getrandbits(32)) if fragments else None)
+    render = (lambda t, s, n, r: speak_fragment(t, s, n, r)) if fragments else (lambda t, s, n, r: (t, speak(t, s, n)))
     audio = []
     # espeak-ng runs as a subprocess: threads render clips side by side on every core
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        for i, clip in enumerate(pool.map(speak, texts, settings, noise_seeds)):
+        for i, (said, clip) in enumerate(pool.map(render, texts, settings, noise_seeds, cut_rngs)):
+            texts[i] = said
             audio.append(clip)
             if progress and (i + 1) % 500 == 0:
                 progress(f"rendered {i + 1}/{len(texts)} {split} clips")

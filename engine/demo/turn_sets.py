@@ -28,7 +28,7 @@ import numpy as np
 
 from foresay.engine.demo.completeness import is_complete_request
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
-from foresay.engine.demo.speech import SAMPLE_RATE, VoiceSetting, speak, voice_settings, write_wav
+from foresay.engine.demo.speech import SAMPLE_RATE, VoiceSetting, speak, voice_settings, with_break, write_wav
 from foresay.engine.errors import ForesayError
 
 FRAME = SAMPLE_RATE // 100
@@ -61,9 +61,7 @@ def render(text: str, voice: VoiceSetting, rng: random.Random, pause_s: float | 
         k = pause_point(text, rng)
         if k is None:
             raise ForesayError(f"no point to pause inside {text!r}")
-        words = text.split()
-        spoken = (f"{escape(' '.join(words[:k]), quote=False)} <break time=\"{round(pause_s * 1000)}ms\"/> "
-                  f"{escape(' '.join(words[k:]), quote=False)}")
+        spoken = with_break(text.split(), k, pause_s)
     clean = speak(spoken, replace(voice, noise=0.0), 0, ssml=pause_s is not None)
     a, b = speech_extent(clean)
     speech = clean[a:b]
