@@ -288,7 +288,9 @@ def run(args: argparse.Namespace) -> int:
         if plain and m not in (plain, "baseline"):
             summary[m]["ttfs_missed_vs_plain"] = paired_ttfs_ratio(results, plain, m)
     report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
-              "methods": summary}
+              "methods": summary,
+              # [outcome, NFETFS] of every turn, by conversation: lets two models be compared on the same turns
+              "per_turn": {m: [[[r.outcome, r.nfetfs] for r in conv] for conv in results[m]] for m in methods}}
     if served:
         report["round_trip"] = round_trip_summary(lm.round_trips)
     else:

@@ -25,6 +25,11 @@ def test_bench_predgen_runs_and_writes_json(fixture_dir, tmp_path, capsys):
         assert set(m) >= {"ttfs_ms", "nfetfs", "latency_ms", "speedup", "first_sentence_identical",
                           "reply_identical", "outcomes", "overhead_share"}
         assert 0 <= m["overhead_share"] <= 1 and sum(m["outcomes"].values()) == 3
+    for name, m in report["methods"].items():  # per turn, by conversation: two models compare turn by turn
+        turns = [t for conv in report["per_turn"][name] for t in conv]
+        assert [len(conv) for conv in report["per_turn"][name]] == [2, 1]
+        assert {o: sum(t[0] == o for t in turns) for o in m["outcomes"]} == m["outcomes"]
+        assert sum(t[1] for t in turns) / 3 == pytest.approx(m["nfetfs"])
     assert report["methods"]["greedy"]["reply_identical"] == 1.0
     assert report["methods"]["baseline"]["speedup"] == 1.0
     assert report["pass_timing"]["decode_step_ms"] > 0
