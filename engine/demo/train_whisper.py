@@ -59,6 +59,7 @@ class WhisperTrainConfig:
     augmentation: per-batch feature augmentation (None: none), see `augment`.
     checkpoint_every: also save the model every that many steps (0: only at the end), so a run on
         a busy machine can be cut short; its training.json says how many steps it had done.
+    init_from: fine-tune this saved model (same shape and vocabulary) rather than a fresh one.
     """
     seed: int = 0
     steps: int = 600
@@ -71,6 +72,7 @@ class WhisperTrainConfig:
     stop_at: int | None = None  # stop after this many steps of the schedule (reproduces a cut-short run)
     precision: str = "auto"
     augmentation: AugmentConfig | None = AugmentConfig()
+    init_from: str | None = None  # a saved demo Whisper folder to fine-tune instead of starting from scratch
 
     def __post_init__(self):
         check_schedule("whisper training", self)
@@ -171,7 +173,12 @@ def train_whisper(name: str, config: WhisperTrainConfig, tok, data: "WhisperTrai
     rng = random.Random(config.seed)
     augment_rng = torch.Generator().manual_seed(config.seed)
     precision = resolve_precision(config.precision)
-    model = WhisperForConditionalGeneration(_config(SHAPES[name], tok))
+    if config.init_from:
+        model = WhisperForConditionalGeneration.from_pretrained(config.init_from, dtype=torch.float32)
+        if model.config.d_model != SHAPES[name].d_model or model.config.vocab_size != tok.get_vocab_size():
+            raise ValueError(f"{config.init_from} is not a {name} of this vocabulary to fine-tune")
+    else:
+        model = WhisperForConditionalGeneration(_config(SHAPES[name], tok))
     model.train()
     # From scratch, the decoder learns the domain's language model long before it learns to
     # listen (it plateaus ignoring the audio). A CTC head on the encoder, used only in training,

@@ -38,6 +38,8 @@ def cmd_train(args) -> int:
                                                    train_whisper, training_data)
 
     _threads(args.threads)
+    if args.init_from and args.which == "both":
+        raise ForesayError("--init-from fine-tunes one model: add --which target or --which draft")
     for option in ("target_prefix_clips", "draft_prefix_clips", "target_fragment_clips"):
         if not 0 <= getattr(args, option) <= args.clips:
             raise ForesayError(f"--{option.replace('_', '-')} must lie in 0..--clips ({args.clips})")
@@ -62,7 +64,8 @@ def cmd_train(args) -> int:
         data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips)
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
                                     threads=args.threads, checkpoint_every=args.checkpoint_every,
-                                    stop_at=stop_at, precision=args.precision,
+                                    stop_at=stop_at, precision=args.precision, init_from=args.init_from,
+                                    warmup=args.warmup, ctc_weight=args.ctc_weight,
                                     augmentation=None if args.no_augment else AugmentConfig())
         results[name] = train_whisper(name, config, tok, data, Path(args.out_dir) / name, _progress)
     print(json.dumps(results, indent=2))
@@ -125,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--draft-stop-at", type=int, help="stop the draft after N steps of its schedule")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--warmup", type=int, default=50, help="warmup steps of the learning rate")
+    train.add_argument("--ctc-weight", type=float, default=0.5,
+                       help="weight of the auxiliary CTC loss on the encoder (0 when fine-tuning: its head "
+                            "starts random and would pull a trained encoder off)")
+    train.add_argument("--init-from", metavar="DIR",
+                       help="fine-tune this saved model (e.g. the shipped assets/models/demo-whisper) instead "
+                            "of training from scratch; use with --which target or draft")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--which", choices=("both", "target", "draft"), default="both",
                        help="train one of the pair only (the tokenizer is rebuilt identically either way)")
