@@ -28,7 +28,7 @@ def test_requests_are_rendered_once_then_read_from_the_cache(tmp_path):
 
 def test_prefix_clips_are_prefixes_of_the_same_requests_spoken_alone(tmp_path):
     whole = speech_set("train", 6, seed=0, cache=tmp_path)
-    prefixes = speech_set("train", 6, seed=0, cache=tmp_path, prefixes=True)
+    prefixes = speech_set("train", 6, seed=0, cache=tmp_path, kind="prefixes")
     assert len(list(tmp_path.glob("*.npz"))) == 2
     for request, prefix in zip(whole.texts, prefixes.texts):
         assert request.split()[:len(prefix.split())] == prefix.split()
@@ -44,19 +44,32 @@ def test_held_out_splits_speak_in_held_out_voices(tmp_path):
 
 def test_fragment_clips_are_requests_cut_at_a_pause_with_the_words_said_so_far(tmp_path):
     whole = speech_set("train", 6, seed=0, cache=tmp_path)
-    fragments = speech_set("train", 6, seed=0, cache=tmp_path, fragments=True)
+    fragments = speech_set("train", 6, seed=0, cache=tmp_path, kind="fragments")
     assert len(list(tmp_path.glob("*.npz"))) == 2
     for request, fragment, clip in zip(whole.texts, fragments.texts, fragments.audio):
         said = fragment.split()
         assert said == request.split()[:len(said)] and (len(said) < len(request.split()) or len(said) == 1)
         frames = np.sqrt(np.mean(clip[:len(clip) // 160 * 160].reshape(-1, 160) ** 2, axis=1))
         assert frames[-8:].max() < 0.1 * frames.max()  # it ends in the pause, not in a word
-    assert speech_set("train", 6, seed=0, cache=tmp_path, fragments=True).texts == fragments.texts
+    assert speech_set("train", 6, seed=0, cache=tmp_path, kind="fragments").texts == fragments.texts
 
 
-def test_a_speech_set_is_prefixes_or_fragments_not_both(tmp_path):
+def test_paused_clips_are_whole_requests_with_a_pause_inside(tmp_path):
+    whole = speech_set("train", 6, seed=0, cache=tmp_path)
+    paused = speech_set("train", 6, seed=0, cache=tmp_path, kind="paused")
+    assert paused.texts == whole.texts
+    for text, clip in zip(paused.texts, paused.audio):
+        if len(text.split()) > 1:
+            frames = np.sqrt(np.mean(clip[:len(clip) // 160 * 160].reshape(-1, 160) ** 2, axis=1))
+            loud = np.flatnonzero(frames > 0.1 * frames.max())
+            gaps = np.diff(loud)
+            assert gaps.max() >= 20  # a quiet run of at least 0.2 s between words
+    assert len(paused.at_most(1.0).texts) < len(paused.texts) == len(paused.at_most(30.0).texts)
+
+
+def test_an_unknown_speech_kind_is_refused(tmp_path):
     import pytest
 
     from foresay.engine.errors import ForesayError
-    with pytest.raises(ForesayError, match="not both"):
-        speech_set("train", 2, seed=0, cache=tmp_path, prefixes=True, fragments=True)
+    with pytest.raises(ForesayError, match="not one of"):
+        speech_set("train", 2, seed=0, cache=tmp_path, kind="whispered")

@@ -44,7 +44,7 @@ def cmd_train(args) -> int:
     tok = build_tokenizer(requests.texts)
     speech = requests
     if args.prefix_clips:
-        speech = requests + speech_set("train", args.prefix_clips, args.data_seed, progress=_progress, prefixes=True)
+        speech = requests + speech_set("train", args.prefix_clips, args.data_seed, progress=_progress, kind="prefixes")
     _progress(f"{len(speech.texts)} training clips ({args.prefix_clips} of them request prefixes); computing features")
     data = training_data(tok, speech, prefix_clips=args.prefix_clips)
     results = {}

@@ -107,24 +107,15 @@ def with_break(words: list[str], k: int, pause_s: float) -> str:
 FRAGMENT_BREAK_S = 0.8  # longer than any pause espeak-ng makes inside a sentence
 
 
-def speak_fragment(text: str, setting: VoiceSetting, noise_seed: int, rng: random.Random) -> tuple[str, np.ndarray]:
-    """(words said, samples): `text` spoken as one sentence with a pause after its first k words
-    (1 <= k < n, drawn from `rng`), cut 0.1-0.4 s into that pause. This is what a recognizer
-    hears when the user stops mid-request: unlike a prefix spoken alone, the voice has not
-    fallen to a sentence end. A one-word request is spoken whole."""
-    words = text.split()
-    if len(words) < 2:
-        return text, speak(text, setting, noise_seed)
-    k = rng.randint(1, len(words) - 1)
-    tail_s = rng.uniform(0.1, 0.4)
-    clean = speak(with_break(words, k, FRAGMENT_BREAK_S), replace(setting, noise=0.0), 0, ssml=True)
+def _pause_run(clean: np.ndarray) -> tuple[int, int]:
+    """(first sample, length in samples) of the longest quiet run between the first and the last
+    voiced 10 ms frame (within 35 dB of the loudest) of a clip rendered without noise."""
     frame = SAMPLE_RATE // 100
     n = len(clean) // frame
     rms = np.sqrt(np.mean(clean[:n * frame].reshape(n, frame).astype(np.float64) ** 2, axis=1))
     quiet = rms < rms.max() * 10 ** (-35 / 20)
     voiced = np.flatnonzero(~quiet)
-    # the break: the longest quiet run between the first and the last voiced frame
-    best, start, run = (0, 0), None, 0
+    best, start, run = (0, 0), 0, 0
     for i in range(voiced[0], voiced[-1] + 1):
         if quiet[i]:
             start = i if run == 0 else start
@@ -132,13 +123,35 @@ def speak_fragment(text: str, setting: VoiceSetting, noise_seed: int, rng: rando
             best = max(best, (run, start))
         else:
             run = 0
-    if best[0] * frame < 0.5 * FRAGMENT_BREAK_S * SAMPLE_RATE:
+    return best[1] * frame, best[0] * frame
+
+
+def speak_with_pause(text: str, setting: VoiceSetting, noise_seed: int, rng: random.Random,
+                     cut: bool) -> tuple[str, np.ndarray]:
+    """(words said, samples): `text` spoken as one sentence with a pause after its first k words
+    (1 <= k < n, drawn from `rng`). `cut`: the clip ends 0.1-0.4 s into a 0.8 s pause and holds
+    the first k words only: what a recognizer hears when the user stops mid-request (unlike a
+    prefix spoken alone, the voice has not fallen to a sentence end). Else the whole request with
+    a pause of 0.25-0.8 s inside. A one-word request is spoken whole, without a pause."""
+    words = text.split()
+    if len(words) < 2:
+        return text, speak(text, setting, noise_seed)
+    k = rng.randint(1, len(words) - 1)
+    pause_s = FRAGMENT_BREAK_S if cut else rng.uniform(0.25, 0.8)
+    tail_s = rng.uniform(0.1, 0.4)
+    clean = speak(with_break(words, k, pause_s), replace(setting, noise=0.0), 0, ssml=True)
+    start, length = _pause_run(clean)
+    if length < 0.5 * pause_s * SAMPLE_RATE:
         raise ForesayError(f"espeak-ng made no pause inside {text!r} for voice {setting.voice!r}")
-    cut = best[1] * frame + int(tail_s * SAMPLE_RATE)
-    samples = clean[:cut]
+    samples = clean[:start + int(tail_s * SAMPLE_RATE)] if cut else clean
     peak = float(np.abs(samples).max()) or 1.0
     noise = np.random.default_rng(noise_seed).standard_normal(len(samples)).astype(np.float32)
-    return " ".join(words[:k]), samples + noise * setting.noise * peak
+    return " ".join(words[:k]) if cut else text, samples + noise * setting.noise * peak
+
+
+# What a speech set's clips are: whole requests; word prefixes spoken alone (`word_prefix`);
+# requests cut at a pause mid-sentence; whole requests with a pause inside (`speak_with_pause`).
+KINDS = ("whole", "prefixes", "fragments", "paused")
 
 
 def speech_cache_dir() -> Path:
@@ -156,39 +169,50 @@ class SpeechSet:
     def __add__(self, other: "SpeechSet") -> "SpeechSet":
         return SpeechSet(self.texts + other.texts, self.audio + other.audio, self.settings + other.settings)
 
+    def at_most(self, seconds: float) -> "SpeechSet":
+        """The clips no longer than `seconds` (a model's window: a longer clip would be cut, its words not)."""
+        keep = [i for i, a in enumerate(self.audio) if len(a) <= seconds * SAMPLE_RATE]
+        return SpeechSet([self.texts[i] for i in keep], [self.audio[i] for i in keep],
+                         [self.settings[i] for i in keep])
+
 
 def speech_set(split: str, count: int, seed: int = 0, cache: Path | None = None, progress=None,
-               prefixes: bool = False, fragments: bool = False) -> SpeechSet:
-    """Rendered requests of `split`, from the cache when present. With `prefixes`, each clip is a
-    word prefix of its request (`word_prefix`) spoken on its own, in another voice setting than
-    the whole request's: streaming recognizers hear requests part way through, and a model
-    trained on whole requests only makes up whole requests from their first words. With
-    `fragments`, each clip is its request cut at a pause the speaker made mid-sentence
-    (`speak_fragment`): what the recognizer decodes when the user stops to think."""
+               kind: str = "whole") -> SpeechSet:
+    """Rendered requests of `split`, from the cache when present, as `kind` says (`KINDS`). Prefixes
+    are spoken on their own, in another voice setting than the whole request's: streaming
+    recognizers hear requests part way through, and a model trained on whole requests only makes
+    up whole requests from their first words. Fragments and paused requests are what a user who
+    stops to think mid-request says: at the pause the recognizer decodes the fragment, after it
+    the whole request with the pause inside."""
     if split not in SPLITS:
         raise ForesayError(f"split {split!r} is not one of {', '.join(SPLITS)}")
-    if prefixes and fragments:
-        raise ForesayError("a speech set holds prefixes spoken alone or fragments cut at a pause, not both")
-    kind = "prefixes" if prefixes else "fragments" if fragments else ""
+    if kind not in KINDS:
+        raise ForesayError(f"speech kind {kind!r} is not one of {', '.join(KINDS)}")
+    named = kind != "whole"
     key = hashlib.sha256(json.dumps([SPEECH_CACHE_VERSION, split, count, seed, BASE_VOICES, TRAIN_VARIANTS,
-                                     TEST_VARIANTS] + ([kind] if kind else [])).encode()).hexdigest()[:16]
-    name = f"{split}-{kind}-{count}-{key}.npz" if kind else f"{split}-{count}-{key}.npz"
+                                     TEST_VARIANTS] + ([kind] if named else [])).encode()).hexdigest()[:16]
+    name = f"{split}-{kind}-{count}-{key}.npz" if named else f"{split}-{count}-{key}.npz"
     path = (cache or speech_cache_dir()) / name
     if path.exists():
         data = np.load(path, allow_pickle=False)
         audio = _split(data["samples"], data["lengths"])  # each npz member access reads it again: once
         settings = [VoiceSetting(**s) for s in json.loads(str(data["settings"]))]
         return SpeechSet(json.loads(str(data["texts"])), audio, settings)
-    rng = random.Random(f"speech:{seed}:{split}" + (f":{kind}" if kind else ""))
+    rng = random.Random(f"speech:{seed}:{split}" + (f":{kind}" if named else ""))
     texts = utterances(split, count, seed)
-    if prefixes:
+    if kind == "prefixes":
         texts = [word_prefix(t, rng) for t in texts]
     settings, noise_seeds, cut_rngs = [], [], []
     for _ in texts:  # every random draw here, in order, so the clips do not depend on the threads
         settings.append(voice_settings(split, rng))
         noise_seeds.append(rng.getrandbits(32))
-        cut_rngs.append(random.Random(rng.getrandbits(32)) if fragments else None)
-    render = (lambda t, s, n, r: speak_fragment(t, s, n, r)) if fragments else (lambda t, s, n, r: (t, speak(t, s, n)))
+        cut_rngs.append(random.Random(rng.getrandbits(32)) if kind in ("fragments", "paused") else None)
+
+    def render(text, setting, noise_seed, cut_rng):
+        if cut_rng is None:
+            return text, speak(text, setting, noise_seed)
+        return speak_with_pause(text, setting, noise_seed, cut_rng, cut=kind == "fragments")
+
     audio = []
     # espeak-ng runs as a subprocess: threads render clips side by side on every core
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:

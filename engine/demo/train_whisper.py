@@ -242,7 +242,7 @@ def _save(name, model, tok, out: Path, config: WhisperTrainConfig, precision: st
     stats = {"name": name, "shape": asdict(SHAPES[name]), "config": asdict(config),
              "precision": precision, "parameters": sum(p.numel() for p in model.parameters()),
              "train_clips": len(data.rows), "prefix_clips": data.prefix_clips,
-             "fragment_clips": data.fragment_clips,
+             "fragment_clips": data.fragment_clips, "paused_clips": data.paused_clips,
              "steps_done": steps_done, "final_loss": float(np.mean(losses[-25:])),
              "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
     (out / "training.json").write_text(json.dumps(stats, indent=2))
@@ -273,10 +273,12 @@ class WhisperTrainingData:
     features: torch.Tensor
     rows: list[list[int]]
     frames: list[int]
-    prefix_clips: int = 0  # how many of the clips are request prefixes (`speech_set(prefixes=True)`)
-    fragment_clips: int = 0  # how many are requests cut at a pause (`speech_set(fragments=True)`)
+    prefix_clips: int = 0  # how many of the clips are request prefixes (kind "prefixes")
+    fragment_clips: int = 0  # how many are requests cut at a pause (kind "fragments")
+    paused_clips: int = 0  # how many are whole requests with a pause inside (kind "paused")
 
 
-def training_data(tok, speech: SpeechSet, prefix_clips: int = 0, fragment_clips: int = 0) -> WhisperTrainingData:
+def training_data(tok, speech: SpeechSet, prefix_clips: int = 0, fragment_clips: int = 0,
+                  paused_clips: int = 0) -> WhisperTrainingData:
     return WhisperTrainingData(features(speech.audio), token_rows(tok, speech.texts), speech_frames(speech.audio),
-                               prefix_clips, fragment_clips)
+                               prefix_clips, fragment_clips, paused_clips)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from foresay.engine.demo.dialogues import SPLITS
+from foresay.engine.demo.speech import KINDS
 from foresay.engine.demo.cli import add_pair_eval_arguments, run
 from foresay.engine.errors import ForesayError
 
@@ -34,13 +35,13 @@ def _threads(n: int) -> None:
 def cmd_train(args) -> int:
     from foresay.engine.demo.augment import AugmentConfig
     from foresay.engine.demo.speech import speech_set
-    from foresay.engine.demo.train_whisper import (WhisperTrainConfig, build_whisper_tokenizer,
+    from foresay.engine.demo.train_whisper import (WINDOW_SECONDS, WhisperTrainConfig, build_whisper_tokenizer,
                                                    train_whisper, training_data)
 
     _threads(args.threads)
     if args.init_from and args.which == "both":
         raise ForesayError("--init-from fine-tunes one model: add --which target or --which draft")
-    for option in ("target_prefix_clips", "draft_prefix_clips", "target_fragment_clips"):
+    for option in ("target_prefix_clips", "draft_prefix_clips", "target_fragment_clips", "target_paused_clips"):
         if not 0 <= getattr(args, option) <= args.clips:
             raise ForesayError(f"--{option.replace('_', '-')} must lie in 0..--clips ({args.clips})")
     requests = speech_set("train", args.clips, args.data_seed, progress=_progress)
@@ -49,19 +50,24 @@ def cmd_train(args) -> int:
     chosen = {"both": ("demo-whisper", "demo-whisper-draft"), "target": ("demo-whisper",),
               "draft": ("demo-whisper-draft",)}[args.which]
     plans = (("demo-whisper", args.target_steps, args.target_stop_at, args.target_prefix_clips,
-              args.target_fragment_clips),
-             ("demo-whisper-draft", args.draft_steps, args.draft_stop_at, args.draft_prefix_clips, 0))
-    for name, steps, stop_at, prefix_clips, fragment_clips in plans:
+              args.target_fragment_clips, args.target_paused_clips),
+             ("demo-whisper-draft", args.draft_steps, args.draft_stop_at, args.draft_prefix_clips, 0, 0))
+    for name, steps, stop_at, prefix_clips, fragment_clips, paused_clips in plans:
         if name not in chosen:
             continue
         speech = requests
         if prefix_clips:
-            speech = speech + speech_set("train", prefix_clips, args.data_seed, progress=_progress, prefixes=True)
+            speech = speech + speech_set("train", prefix_clips, args.data_seed, progress=_progress, kind="prefixes")
         if fragment_clips:
-            speech = speech + speech_set("train", fragment_clips, args.data_seed, progress=_progress, fragments=True)
+            speech = speech + speech_set("train", fragment_clips, args.data_seed, progress=_progress, kind="fragments")
+        if paused_clips:
+            paused = speech_set("train", paused_clips, args.data_seed, progress=_progress, kind="paused")
+            speech = speech + paused.at_most(WINDOW_SECONDS)
+            paused_clips = len(speech.texts) - len(requests) - prefix_clips - fragment_clips
         _progress(f"{name}: {len(speech.texts)} training clips ({prefix_clips} of them request prefixes, "
-                  f"{fragment_clips} requests cut at a pause); computing features")
-        data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips)
+                  f"{fragment_clips} requests cut at a pause, {paused_clips} with a pause inside); computing features")
+        data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips,
+                             paused_clips=paused_clips)
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
                                     threads=args.threads, checkpoint_every=args.checkpoint_every,
                                     stop_at=stop_at, precision=args.precision, init_from=args.init_from,
@@ -78,7 +84,7 @@ def cmd_eval(args) -> int:
     from foresay.engine.demo.speech import speech_set
 
     _threads(args.threads)
-    speech = speech_set(args.split, args.clips, args.data_seed, progress=_progress, fragments=args.fragments)
+    speech = speech_set(args.split, args.clips, args.data_seed, progress=_progress, kind=args.kind)
     report, ok = {}, True
     for role, name, gate in (("target", args.target, args.gate_target), ("draft", args.draft, args.gate_draft)):
         backend = build_backend(AsrConfig(target=name, backend="greedy"))
@@ -86,10 +92,10 @@ def cmd_eval(args) -> int:
         ok &= score.wer <= gate
         report[role] = {"model": name, "wer": score.wer, "words": score.words, "clips": score.clips,
                         "exact_clips": score.exact, "completed_clips": score.completed}
-        completed = f", {score.completed} cut clips heard as whole sentences" if args.fragments else ""
+        completed = f", {score.completed} cut clips heard as whole sentences" if args.kind == "fragments" else ""
         print(f"{role} {name}: WER {100 * score.wer:.2f}% ({score.errors}/{score.words} words, "
               f"{score.exact}/{score.clips} clips exact{completed}) on {args.split}"
-              f"{' fragments' if args.fragments else ''}; gate {100 * gate:.0f}%")
+              f"{'' if args.kind == 'whole' else ' ' + args.kind}; gate {100 * gate:.0f}%")
         for ref, hyp in score.worst[:args.show_misses]:
             print(f"    ref {ref!r}\n    got {hyp!r}")
     if args.json:
@@ -116,9 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--target-prefix-clips", type=int, default=5000,
                        help="also train the target on this many requests' first words spoken alone (0: "
                             "none), so that it does not complete a cut-off request with words of its own")
-    train.add_argument("--target-fragment-clips", type=int, default=5000,
+    train.add_argument("--target-fragment-clips", type=int, default=0,
                        help="also train the target on this many requests cut at a pause mid-sentence (0: "
                             "none), so that it does not hear a user who stops to think as finished")
+    train.add_argument("--target-paused-clips", type=int, default=0,
+                       help="also train the target on this many whole requests with a pause inside (0: none)")
     train.add_argument("--draft-prefix-clips", type=int, default=0,
                        help="the same for the draft (its 0.55M parameters do better on whole requests "
                             "only, and the target corrects it anyway)")
@@ -148,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = commands.add_parser("eval", help="word error rates on held-out requests and voices")
     ev.add_argument("--split", choices=SPLITS, default="test")
     add_pair_eval_arguments(ev, "demo", "demo-draft")
-    ev.add_argument("--fragments", action="store_true",
-                    help="score requests cut at a pause mid-sentence (`speak_fragment`), not whole ones")
+    ev.add_argument("--kind", choices=KINDS, default="whole",
+                    help="what the clips are (`speech_set`): whole requests, prefixes spoken alone, requests "
+                         "cut at a pause mid-sentence, or whole requests with a pause inside")
     ev.set_defaults(func=cmd_eval)
 
     wavs = commands.add_parser("wavs", help="write rendered requests as WAV files (for bench asr --audio)")
