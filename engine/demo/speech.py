@@ -132,7 +132,8 @@ def speak_with_pause(text: str, setting: VoiceSetting, noise_seed: int, rng: ran
     (1 <= k < n, drawn from `rng`). `cut`: the clip ends 0.1-0.4 s into a 0.8 s pause and holds
     the first k words only: what a recognizer hears when the user stops mid-request (unlike a
     prefix spoken alone, the voice has not fallen to a sentence end). Else the whole request with
-    a pause of 0.25-0.8 s inside. A one-word request is spoken whole, without a pause."""
+    a pause of 0.25-0.8 s inside. A one-word request is spoken whole, without a pause, and so is
+    a request whose voice made no quiet pause to cut at (a breathy variant)."""
     words = text.split()
     if len(words) < 2:
         return text, speak(text, setting, noise_seed)
@@ -140,13 +141,14 @@ def speak_with_pause(text: str, setting: VoiceSetting, noise_seed: int, rng: ran
     pause_s = FRAGMENT_BREAK_S if cut else rng.uniform(0.25, 0.8)
     tail_s = rng.uniform(0.1, 0.4)
     clean = speak(with_break(words, k, pause_s), replace(setting, noise=0.0), 0, ssml=True)
-    start, length = _pause_run(clean)
-    if length < 0.5 * pause_s * SAMPLE_RATE:
-        raise ForesayError(f"espeak-ng made no pause inside {text!r} for voice {setting.voice!r}")
-    samples = clean[:start + int(tail_s * SAMPLE_RATE)] if cut else clean
+    said, samples = text, clean
+    if cut:
+        start, length = _pause_run(clean)
+        if length >= 0.5 * pause_s * SAMPLE_RATE:  # else no quiet pause to cut at: the clip stays whole
+            said, samples = " ".join(words[:k]), clean[:start + int(tail_s * SAMPLE_RATE)]
     peak = float(np.abs(samples).max()) or 1.0
     noise = np.random.default_rng(noise_seed).standard_normal(len(samples)).astype(np.float32)
-    return " ".join(words[:k]) if cut else text, samples + noise * setting.noise * peak
+    return said, samples + noise * setting.noise * peak
 
 
 # What a speech set's clips are: whole requests; word prefixes spoken alone (`word_prefix`);
