@@ -61,9 +61,9 @@ def cmd_train(args) -> int:
         if fragment_clips:
             speech = speech + speech_set("train", fragment_clips, args.data_seed, progress=_progress, kind="fragments")
         if paused_clips:
-            paused = speech_set("train", paused_clips, args.data_seed, progress=_progress, kind="paused")
-            speech = speech + paused.at_most(WINDOW_SECONDS)
-            paused_clips = len(speech.texts) - len(requests) - prefix_clips - fragment_clips
+            paused = speech_set("train", paused_clips, args.data_seed, progress=_progress,
+                                kind="paused").at_most(WINDOW_SECONDS)
+            speech, paused_clips = speech + paused, len(paused.texts)
         _progress(f"{name}: {len(speech.texts)} training clips ({prefix_clips} of them request prefixes, "
                   f"{fragment_clips} requests cut at a pause, {paused_clips} with a pause inside); computing features")
         data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips,
