@@ -40,3 +40,25 @@ def test_command_line_refuses_bad_options(capsys):
         main(["train", "--out-dir", "x", "--clips", "0"])
     assert main(["train", "--out-dir", "x", "--clips", "10", "--prefix-clips", "20"]) == 2
     assert "--prefix-clips must lie in 0..--clips" in capsys.readouterr().err
+
+
+def test_decoder_depth_is_a_knob_and_every_checkpoint_is_handed_on(tmp_path):
+    import torch
+
+    from foresay.engine.demo.train_llm_asr import LlmAsrTrainConfig, build_tokenizer, train_llm_asr, training_data
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(1)
+    texts = ["hello there", "what colour is the sky"]
+    audio = [(rng.standard_normal(16000) * 0.1).astype(np.float32) for _ in texts]
+    tok = build_tokenizer(texts * 20)
+    data = training_data(tok, SpeechSet(texts, audio, [None] * len(texts)))
+    seen = []
+    config = LlmAsrTrainConfig(steps=4, batch_size=2, warmup=1, threads=1, checkpoint_every=2, decoder_layers=2)
+    train_llm_asr("demo-llm-asr-draft", config, tok, data, tmp_path / "m", lambda _: None,
+                  on_checkpoint=lambda out, stats: seen.append((out, stats["steps_done"])))
+    assert seen == [(tmp_path / "m", 2), (tmp_path / "m", 4)]
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["text_config"]["num_hidden_layers"] == 2
+    assert json.loads((tmp_path / "m" / "training.json").read_text())["shape"]["layers"] == 2
+    with pytest.raises(Exception, match="decoder_layers must be >= 1"):
+        LlmAsrTrainConfig(decoder_layers=0)

@@ -28,6 +28,33 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def checkpoint_scorer(clips: int, data_seed: int):
+    """What `train --eval-clips N` runs after each save: a copy of the checkpoint in
+    `checkpoints/NAME-STEP` beside the model and its greedy WER on the first `clips` validation
+    requests (never the test split, which scores the chosen model once), appended to
+    `checkpoints/scores.jsonl`."""
+    import shutil
+
+    from foresay.engine.asr.factory import AsrConfig, build_backend
+    from foresay.engine.demo.evaluate_whisper import evaluate_wer
+    from foresay.engine.demo.speech import speech_set
+
+    speech = speech_set("val", clips, data_seed, progress=_progress)
+
+    def score(out: Path, stats: dict) -> None:
+        kept = out.parent / "checkpoints" / f"{out.name}-{stats['steps_done']}"
+        shutil.copytree(out, kept, dirs_exist_ok=True)
+        result = evaluate_wer(build_backend(AsrConfig(target=str(kept), backend="llm-greedy")), speech)
+        line = {"model": out.name, "step": stats["steps_done"], "val_wer": round(result.wer, 4),
+                "exact": result.exact, "clips": result.clips, "seconds": stats["seconds"]}
+        with open(kept.parent / "scores.jsonl", "a") as log:
+            log.write(json.dumps(line) + "\n")
+        _progress(f"{out.name} checkpoint {stats['steps_done']}: validation WER {100 * result.wer:.2f}% "
+                  f"({result.exact}/{result.clips} exact), kept in {kept}")
+
+    return score
+
+
 def cmd_train(args) -> int:
     import torch
 
@@ -47,6 +74,7 @@ def cmd_train(args) -> int:
         speech = requests + speech_set("train", args.prefix_clips, args.data_seed, progress=_progress, prefixes=True)
     _progress(f"{len(speech.texts)} training clips ({args.prefix_clips} of them request prefixes); computing features")
     data = training_data(tok, speech, prefix_clips=args.prefix_clips)
+    scorer = checkpoint_scorer(args.eval_clips, args.data_seed) if args.eval_clips else None
     results = {}
     for role in ("target", "draft"):
         if args.which not in ("both", role):
@@ -61,9 +89,10 @@ def cmd_train(args) -> int:
                                    lr=args.lr, threads=args.threads, checkpoint_every=args.checkpoint_every,
                                    ctc_warmup=args.ctc_warmup, distill_weight=args.distill if teacher else 0.0,
                                    stop_at=getattr(args, f"{role}_stop_at"), precision=args.precision,
-                                   augmentation=None if args.no_augment else AUGMENT)
+                                   augmentation=None if args.no_augment else AUGMENT,
+                                   decoder_layers=getattr(args, f"{role}_decoder_layers"))
         results[role] = train_llm_asr(NAMES[role], config, tok, data, Path(args.out_dir) / NAMES[role], _progress,
-                                      teacher)
+                                      teacher, scorer)
     print(json.dumps(results, indent=2))
     return 0
 
@@ -122,6 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--draft-steps", type=int, default=1000)
     train.add_argument("--target-stop-at", type=int, help="stop the target after N steps of its schedule")
     train.add_argument("--draft-stop-at", type=int, help="stop the draft after N steps of its schedule")
+    for role in ("target", "draft"):
+        train.add_argument(f"--{role}-decoder-layers", type=int, metavar="N",
+                           help=f"the {role} decoder's depth (default: its shape's)")
+    train.add_argument("--eval-clips", type=int, default=0, metavar="N",
+                       help="score each checkpoint on N validation requests and keep a copy of it (0: no)")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=2e-3)
     train.add_argument("--seed", type=int, default=0)

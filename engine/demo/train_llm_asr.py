@@ -73,6 +73,7 @@ class LlmAsrTrainConfig:
     precision: str = "auto"
     augmentation: AugmentConfig | None = AUGMENT
     log_every: int = 25  # steps between progress lines
+    decoder_layers: int | None = None  # the decoder's depth instead of the shape's (an experiment's knob)
 
     def __post_init__(self):
         check_schedule("LLM-ASR training", self)
@@ -80,6 +81,8 @@ class LlmAsrTrainConfig:
             raise ForesayError("LLM-ASR training: log_every must be >= 1")
         if self.ctc_warmup < 0 or (self.ctc_warmup and not self.ctc_weight):
             raise ForesayError("LLM-ASR training: ctc_warmup must be >= 0 and needs a ctc_weight")
+        if self.decoder_layers is not None and self.decoder_layers < 1:
+            raise ForesayError("LLM-ASR training: decoder_layers must be >= 1")
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ForesayError(f"LLM-ASR training: precision must be auto, bf16 or fp32, not {self.precision!r}")
 
@@ -175,15 +178,21 @@ def batch_inputs(batch: list[int], data: LlmAsrTrainingData, layout, audio_pad: 
             "input_features_mask": mask, "labels": labels, "n_audio": n_audio, "shifts": shifts}
 
 
+def shape_of(name: str, config: LlmAsrTrainConfig) -> LlmAsrShape:
+    shape = SHAPES[name]
+    return replace(shape, layers=config.decoder_layers) if config.decoder_layers else shape
+
+
 def _lr_at(step: int, config: LlmAsrTrainConfig) -> float:
     return warmup_cosine_lr(step, config, floor=0.05)
 
 
 def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainingData, out: Path,
-                  progress=print, teacher: TeacherStates | None = None) -> dict:
+                  progress=print, teacher: TeacherStates | None = None, on_checkpoint=None) -> dict:
     """Train demo recognizer `name` (a key of SHAPES); save it to `out`. With `teacher` (states of
     the demo Whisper of the same size over `data`'s clips), the encoder starts from the teacher's
-    layers and learns to match its states (`llm_asr_teacher`)."""
+    layers and learns to match its states (`llm_asr_teacher`). `on_checkpoint(out, stats)` runs
+    after every save (the command line scores checkpoints there)."""
     from transformers import Qwen3ASRForConditionalGeneration
 
     from foresay.engine.asr.llm_models import PromptLayout
@@ -195,7 +204,8 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
     rng = random.Random(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     precision = resolve_precision(config.precision)
-    model = Qwen3ASRForConditionalGeneration(model_config(SHAPES[name], tok))
+    shape = shape_of(name, config)
+    model = Qwen3ASRForConditionalGeneration(model_config(shape, tok))
     model.train()
     if teacher is not None:
         if len(teacher.states) != len(data.texts) or not config.distill_weight:
@@ -207,7 +217,7 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
     # align with the text before the decoder settles into the domain's language model. Its classes
     # are the decoder's own output rows (tied to the token embeddings) plus a blank: the audio
     # embeddings then live where the token embeddings do, and the decoder has only to copy them.
-    blank = torch.nn.Linear(SHAPES[name].hidden, 1)
+    blank = torch.nn.Linear(shape.hidden, 1)
     optimizer = torch.optim.AdamW([*model.parameters(), *blank.parameters()], lr=config.lr,
                                   weight_decay=0.01, betas=(0.9, 0.98))
     order: list[int] = []
@@ -238,6 +248,8 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
                      f"{time.perf_counter() - started:.0f} s")
         if step + 1 == last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
             stats = _save(name, model, tok, out, config, precision, step + 1, data, losses, started)
+            if on_checkpoint is not None:
+                on_checkpoint(out, stats)
     return stats
 
 
@@ -284,7 +296,7 @@ def _save(name, model, tok, out: Path, config, precision: str, steps_done: int, 
     model.to(torch.float32).train()
     tok.save(str(out / "tokenizer.json"))
     feature_extractor().save_pretrained(out)
-    stats = {"name": name, "shape": asdict(SHAPES[name]), "config": asdict(config), "precision": precision,
+    stats = {"name": name, "shape": asdict(shape_of(name, config)), "config": asdict(config), "precision": precision,
              "parameters": sum(p.numel() for p in model.parameters()), "train_clips": len(data.texts),
              "prefix_clips": data.prefix_clips, "steps_done": steps_done,
              "final_loss": float(np.mean(losses[-25:])), "seconds": round(time.perf_counter() - started, 1),
