@@ -1,7 +1,9 @@
 """The demo LLM-based recognizer pair's command line (Qwen3-ASR architecture): train, evaluate.
 
-    nice -n 10 python -m foresay.engine.demo.llm_asr train --out-dir assets/models \
-        --teacher-dir assets/models --ctc-warmup 1000
+    nice -n 10 python -m foresay.engine.demo.llm_asr train --which target --out-dir assets/models \
+        --teacher-dir assets/models
+    nice -n 10 python -m foresay.engine.demo.llm_asr train --which draft --prefix-clips 0 \
+        --out-dir assets/models --teacher-dir assets/models
     python -m foresay.engine.demo.llm_asr eval --split test --clips 200
 
 Speech comes from the demo Whisper pair's renderer and splits (`speech.py`, cached in the user
@@ -144,11 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train the tokenizer, the target and the draft")
     train.add_argument("--out-dir", required=True, help="writes demo-llm-asr/ and demo-llm-asr-draft/ here")
-    train.add_argument("--clips", type=int, default=6000, help="distinct training requests rendered")
-    train.add_argument("--prefix-clips", type=int, default=2000,
+    train.add_argument("--clips", type=int, default=10000,
+                       help="distinct training requests rendered (the vocabulary is learned from them: a draft "
+                            "and its target need the same --clips and --data-seed)")
+    train.add_argument("--prefix-clips", type=int, default=5000,
                        help="also train on this many requests' first words spoken alone (0: none)")
-    train.add_argument("--target-steps", type=int, default=1500)
-    train.add_argument("--draft-steps", type=int, default=1000)
+    train.add_argument("--target-steps", type=int, default=3000)
+    train.add_argument("--draft-steps", type=int, default=3000)
     train.add_argument("--target-stop-at", type=int, help="stop the target after N steps of its schedule")
     train.add_argument("--draft-stop-at", type=int, help="stop the draft after N steps of its schedule")
     for role in ("target", "draft"):
@@ -166,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--teacher-dir", metavar="DIR",
                        help="start each encoder from the demo Whisper of its size in DIR (demo-whisper/, "
                             "demo-whisper-draft/) and pull it towards that encoder's states")
-    train.add_argument("--distill", type=float, default=1.0, help="weight of the teacher's loss")
-    train.add_argument("--ctc-warmup", type=int, default=0, metavar="N",
+    train.add_argument("--distill", type=float, default=3.0, help="weight of the teacher's loss")
+    train.add_argument("--ctc-warmup", type=int, default=300, metavar="N",
                        help="train the encoders alone (CTC, teacher) for the first N steps")
     train.set_defaults(func=cmd_train)
 
