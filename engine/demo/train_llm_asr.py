@@ -52,7 +52,7 @@ SHAPES = {
                                 hidden=192, layers=2, heads=4, kv_heads=2, ffn=512),
     # Two decoder layers: a decoder-only model's one layer would have to find its place in the audio
     # and read the next word there in a single attention (the demo Whisper draft's one layer has
-    # two: self- and cross-attention); with one layer the draft stayed at 24.5% held-out WER.
+    # two: self- and cross-attention). One layer: 18.2% validation WER, two: 5.2% (same recipe).
     "demo-llm-asr-draft": LlmAsrShape(audio_d_model=96, audio_layers=2, audio_ffn=384, conv_channels=16,
                                       hidden=96, layers=2, heads=4, kv_heads=2, ffn=256),
 }
