@@ -34,3 +34,14 @@ def test_specasr_on_the_shipped_pair_equals_its_greedy_on_held_out_clips(pair):
             greedy_passes[label] += reference.stats.target_passes
             spec_passes[label] += result.stats.target_passes
     assert all(spec_passes[k] < greedy_passes[k] for k in greedy_passes)
+
+
+def test_the_pair_computes_features_once_and_each_model_hears_what_it_would_alone(pair):
+    import torch
+
+    from foresay.engine.asr.llm_models import encode_both
+    from foresay.engine.demo.speech import speech_set
+
+    clip = speech_set("test", 4, seed=0).audio[0]
+    target, draft = encode_both(pair.target, pair.draft, clip)
+    assert torch.equal(target, pair.target.encode(clip)) and torch.equal(draft, pair.draft.encode(clip))
