@@ -56,7 +56,10 @@ SHAPES = {
     "demo-llm-asr-draft": LlmAsrShape(audio_d_model=96, audio_layers=2, audio_ffn=384, conv_channels=16,
                                       hidden=96, layers=2, heads=4, kv_heads=2, ffn=256),
 }
-AUGMENT = AugmentConfig(max_shift=40, warp=0.12, freq_mask=8, time_mask=20, time_masks=2)
+# Up to 0.8 s of silence before and 2 s after the speech: without them (0.4 s and none), the pair's
+# WER on held-out clips rose from 4.3% to 8.9% with 0.5 s of silence on both sides and to 40% with
+# 0.5 s before and 2 s after (the streaming final hears the endpointer's hangover).
+AUGMENT = AugmentConfig(max_shift=80, warp=0.12, freq_mask=8, time_mask=20, time_masks=2, max_tail=200)
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,9 @@ def batch_inputs(batch: list[int], data: LlmAsrTrainingData, layout, audio_pad: 
     if augmentation and augmentation.max_shift:  # the endpointer's pre-roll varies: delay the speech
         shifts = torch.randint(0, augmentation.max_shift + 1, (len(clips),), generator=gen).tolist()
         clips = [torch.cat([c.min().expand(c.shape[0], s), c], 1) for c, s in zip(clips, shifts)]
+    if augmentation and augmentation.max_tail:  # the endpointer's hangover: silence after the speech
+        tails = torch.randint(0, augmentation.max_tail + 1, (len(clips),), generator=gen).tolist()
+        clips = [torch.cat([c, c.min().expand(c.shape[0], t)], 1) for c, t in zip(clips, tails)]
     lengths = [c.shape[1] for c in clips]
     width = math.ceil(max(lengths) / CHUNK) * CHUNK
     feats = torch.stack([torch.cat([c, c.min().expand(c.shape[0], width - c.shape[1])], 1) for c in clips])
