@@ -78,3 +78,44 @@ def simulate(real: AsrBackend, utterance: SyntheticUtterance, config: StreamingC
         first = next(t for t, words in shown if len(words) > i and words[i] == word)
         delays.append(1000 * (first - word_end))
     return StreamingDelays(tuple(delays), 1000 * (final_at - end), hops=len(shown) - 1, skipped=skipped)
+
+
+@dataclass(frozen=True)
+class ClipFinals:
+    """Streaming over real clips: per clip, the final transcript's delay after the end of the
+    turn, and the final text."""
+    final_delay_ms: tuple[float, ...]
+    texts: tuple[str, ...]
+
+    def summary(self) -> dict:
+        delays = np.array(self.final_delay_ms)
+        return {"clips": len(delays), "final_delay_ms_median": round(float(np.median(delays)), 1),
+                "final_delay_ms_p90": round(float(np.percentile(delays, 90)), 1),
+                "final_delay_ms_mean": round(float(delays.mean()), 1)}
+
+
+def clip_finals(real: AsrBackend, clips: list, config: StreamingConfig) -> ClipFinals:
+    """Each clip streamed on the clock of `simulate` (hops every `hop_ms` of audio, skipped while
+    a decode runs); the final starts at the end of the clip or when the hop in flight finishes."""
+    delays, texts = [], []
+    hop = config.hop_ms / 1000
+    for audio in clips:
+        timed = StreamingTranscriber(real, config)
+        end, fed, free_at, tick = len(audio) / SAMPLE_RATE, 0, 0.0, 1
+        while tick * hop < end:
+            if free_at > tick * hop:
+                tick = math.ceil(free_at / hop - 1e-9)
+                continue
+            upto = min(len(audio), int(round(tick * hop * SAMPLE_RATE)))
+            timed.append(audio[fed:upto])
+            fed = upto
+            started = time.perf_counter()
+            timed.hop()
+            free_at = tick * hop + time.perf_counter() - started
+            tick += 1
+        final_start = max(end, free_at)
+        timed.append(audio[fed:])
+        started = time.perf_counter()
+        texts.append(timed.finish().text)
+        delays.append(1000 * (final_start + time.perf_counter() - started - end))
+    return ClipFinals(tuple(delays), tuple(texts))

@@ -122,7 +122,7 @@ def compare_methods(pair, clips, max_new_tokens, chain_length, tree_budget, repe
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from foresay.app.asr_latency import simulate
+    from foresay.app.asr_latency import clip_finals, simulate
     from foresay.engine.asr.backends import DecodeLimits
     from foresay.engine.asr.pairs import load_pair
     from foresay.engine.asr.scripted import SyntheticUtterance
@@ -141,7 +141,10 @@ def run(args: argparse.Namespace) -> int:
     backend = pair.backend(SpecConfig(tree_budget=args.tree_budget), DecodeLimits(args.stream_tail_tokens))
     delays = simulate(backend, SyntheticUtterance(tuple(STREAM_SENTENCE), pause_after=frozenset({5, 13})),
                       stream_config)
-    report = {"methods": rows, "streaming": delays.summary(), "pass_timing": pass_timing(args, pair.family),
+    streaming = delays.summary()
+    if args.audio is not None:  # real speech: the final transcript of every clip, streamed
+        streaming["clips"] = clip_finals(backend, clips, stream_config).summary()
+    report = {"methods": rows, "streaming": streaming, "pass_timing": pass_timing(args, pair.family),
               "setup": {"target": args.target, "draft": args.draft, "family": pair.family, "device": args.device,
                         "audio_s": round(sum(len(c) for c in clips) / SAMPLE_RATE, 2), "clips": len(clips),
                         "hop_ms": args.hop_ms, "threads": torch.get_num_threads(), "repeats": args.repeats,
@@ -181,4 +184,8 @@ def print_report(report: dict) -> None:
     streaming = report["streaming"]
     print(f"streaming (hop {report['setup']['hop_ms']} ms): word delay mean {streaming['word_delay_ms_mean']} ms, "
           f"p90 {streaming['word_delay_ms_p90']} ms; final {streaming['final_delay_ms']} ms after the turn")
+    if "clips" in streaming:
+        real = streaming["clips"]
+        print(f"streaming the {real['clips']} clips: final transcript median {real['final_delay_ms_median']} ms, "
+              f"p90 {real['final_delay_ms_p90']} ms, mean {real['final_delay_ms_mean']} ms after the end of each")
     print(f"single passes: {report['pass_timing']}")

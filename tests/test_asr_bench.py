@@ -39,7 +39,9 @@ def test_bench_reports_every_method_identical(asr_fixture_root, tmp_path, monkey
     greedy, tree = report["methods"]["target_greedy"], report["methods"]["specasr_tree"]
     assert greedy["target_passes_per_s"] == pytest.approx(16 / 3, abs=0.01)  # one pass per token
     assert tree["target_passes_per_s"] < greedy["target_passes_per_s"]
-    assert set(report["streaming"]) == {"word_delay_ms_mean", "word_delay_ms_p90", "final_delay_ms"}
+    assert set(report["streaming"]) == {"word_delay_ms_mean", "word_delay_ms_p90", "final_delay_ms", "clips"}
+    assert set(report["streaming"]["clips"]) == {"clips", "final_delay_ms_median", "final_delay_ms_p90",
+                                                 "final_delay_ms_mean"}  # the given audio streamed, clip by clip
     assert "no GPU" in report["pass_timing"]
     assert "specasr_tree" in capsys.readouterr().out
 

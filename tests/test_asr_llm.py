@@ -198,6 +198,7 @@ def test_bench_asr_measures_the_llm_pair_and_every_method_is_identical(asr_fixtu
     assert report["setup"]["family"] == "llm"
     assert all(row["identical"] for row in report["methods"].values())
     assert report["methods"]["specasr_tree"]["target_passes_per_s"] < report["methods"]["target_greedy"]["target_passes_per_s"]
+    assert report["streaming"]["clips"]["clips"] == 1  # the given clip streamed too: its final's delay
     assert main(["bench", "asr", "--target", "tiny-random-qwen3-asr", "--draft", "tiny-random-draft"]) == 2
 
 

@@ -40,3 +40,52 @@ def test_command_line_refuses_bad_options(capsys):
         main(["train", "--out-dir", "x", "--clips", "0"])
     assert main(["train", "--out-dir", "x", "--clips", "10", "--prefix-clips", "20"]) == 2
     assert "--prefix-clips must lie in 0..--clips" in capsys.readouterr().err
+
+
+def test_decoder_depth_is_a_knob_and_every_checkpoint_is_handed_on(tmp_path):
+    import torch
+
+    from foresay.engine.demo.train_llm_asr import LlmAsrTrainConfig, build_tokenizer, train_llm_asr, training_data
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(1)
+    texts = ["hello there", "what colour is the sky"]
+    audio = [(rng.standard_normal(16000) * 0.1).astype(np.float32) for _ in texts]
+    tok = build_tokenizer(texts * 20)
+    data = training_data(tok, SpeechSet(texts, audio, [None] * len(texts)))
+    seen = []
+    config = LlmAsrTrainConfig(steps=4, batch_size=2, warmup=1, threads=1, checkpoint_every=2, decoder_layers=2)
+    train_llm_asr("demo-llm-asr-draft", config, tok, data, tmp_path / "m", lambda _: None,
+                  on_checkpoint=lambda out, stats: seen.append((out, stats["steps_done"])))
+    assert seen == [(tmp_path / "m", 2), (tmp_path / "m", 4)]
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["text_config"]["num_hidden_layers"] == 2
+    assert json.loads((tmp_path / "m" / "training.json").read_text())["shape"]["layers"] == 2
+    with pytest.raises(Exception, match="decoder_layers must be >= 1"):
+        LlmAsrTrainConfig(decoder_layers=0)
+
+
+def test_augmentation_adds_silence_after_the_speech_and_the_prompt_follows():
+    import torch
+
+    from foresay.engine.asr.llm_models import PromptLayout
+    from foresay.engine.demo.augment import AugmentConfig
+    from foresay.engine.demo.train_llm_asr import (VOCAB_ROWS, LlmAsrTrainConfig, audio_tokens, batch_inputs,
+                                                   build_tokenizer, training_data)
+
+    rng = np.random.default_rng(2)
+    texts = ["hello there", "what colour is the sky"]
+    audio = [(rng.standard_normal(12000) * 0.1).astype(np.float32) for _ in texts]
+    tok = build_tokenizer(texts * 20)
+    data = training_data(tok, SpeechSet(texts, audio, [None] * len(texts)))
+    layout = PromptLayout.from_tokenizer(tok, VOCAB_ROWS, "English")
+    plain = [int(f.shape[1]) for f in data.features]
+    quiet = AugmentConfig(max_shift=0, warp=0.0, freq_mask=0, time_mask=0, time_masks=0, max_tail=300)
+    config = LlmAsrTrainConfig(augmentation=quiet)
+    inputs = batch_inputs([0, 1], data, layout, tok.token_to_id("<|audio_pad|>"), config, torch.Generator().manual_seed(0))
+    valid = inputs["input_features_mask"].sum(1)
+    assert all(v >= p for v, p in zip(valid.tolist(), plain)) and valid.tolist() != plain
+    for row, length in zip(range(2), valid):
+        tail = inputs["input_features"][row, :, plain[row]:int(length)]
+        assert torch.all(tail == data.features[row].float().min())  # silence: the clip's floor
+    placeholders = (inputs["input_ids"] == tok.token_to_id("<|audio_pad|>")).sum(1)
+    assert placeholders.tolist() == audio_tokens(valid).tolist() == inputs["n_audio"]

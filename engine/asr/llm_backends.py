@@ -15,7 +15,7 @@ import torch
 
 from foresay.engine.asr.backends import AsrBackend, DecodeLimits, Hypothesis, WhisperText
 from foresay.engine.asr.greedy import greedy_loop
-from foresay.engine.asr.llm_models import LoadedLlmAsr
+from foresay.engine.asr.llm_models import LoadedLlmAsr, encode_both
 from foresay.engine.asr.specasr import SpecConfig, speculative_loop
 
 
@@ -56,8 +56,9 @@ class LlmSpecAsrBackend(_LlmBackend):
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
         prompt = self._prompt(prompt)
         with torch.inference_mode():
-            drafter = self.draft.cursor(self.draft.encode(audio), prompt)
-            verifier = self.target.cursor(self.target.encode(audio), prompt)
+            target_embeds, draft_embeds = encode_both(self.target, self.draft, audio)
+            drafter = self.draft.cursor(draft_embeds, prompt)
+            verifier = self.target.cursor(target_embeds, prompt)
         layout = self.target.layout
         result = speculative_loop(verifier, drafter, layout.decoder_prefix(forced), self.target.rules, layout.end,
                                   self.config, self.limits.max_new_tokens, recycled=guess)

@@ -27,6 +27,7 @@ class LlmCursor(CacheCursor):
 
     def __init__(self, model, context: torch.Tensor) -> None:
         super().__init__(model, DynamicCache())
+        self.device = model.device  # read once: a module's device property walks its parameters
         self._prefill(context)
 
     @property
@@ -40,7 +41,7 @@ class LlmCursor(CacheCursor):
     def _prefill(self, context: torch.Tensor) -> None:
         """Run the context embeddings [n, hidden] into the cache (one decoder pass)."""
         n = int(context.shape[0])
-        device = self.model.device
+        device = self.device
         self.model.model.language_model(
             inputs_embeds=context[None].to(device, self.model.dtype), position_ids=torch.arange(n, device=device)[None],
             past_key_values=self.cache, use_cache=True)
@@ -50,7 +51,7 @@ class LlmCursor(CacheCursor):
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
         self._check_room(tokens, positions)
-        device = self.model.device
+        device = self.device
         hidden = self.model.model.language_model(
             input_ids=torch.tensor([list(tokens)], device=device),
             position_ids=(positions + self.context_length).to(device)[None],

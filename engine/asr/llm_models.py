@@ -163,10 +163,15 @@ class LoadedLlmAsr:
         return out.input_features.to(self.device, self.model.dtype), out.attention_mask.to(self.device)
 
     @torch.inference_mode()
-    def encode(self, audio: np.ndarray) -> torch.Tensor:
-        """Audio embeddings [n, hidden] in the decoder's input space (encoder + projector)."""
-        features, mask = self.features(audio)
-        return self.model.model.get_audio_features(features, mask).pooler_output
+    def encode(self, audio: np.ndarray, features: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Audio embeddings [n, hidden] in the decoder's input space (encoder + projector);
+        `features`: this model's `features(audio)` when already computed (`encode_both`)."""
+        features, mask = features if features is not None else self.features(audio)
+        return self.model.model.get_audio_features(features.to(self.model.dtype), mask).pooler_output
+
+    @cached_property
+    def _extractor_settings(self) -> dict:
+        return self.feature_extractor.to_dict()
 
     @torch.inference_mode()
     def context(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = ()) -> torch.Tensor:
@@ -181,6 +186,14 @@ class LoadedLlmAsr:
         """A decoder cursor with the audio and prompt prefilled (`model`: a stand-in decoder
         sharing this one's embeddings, for tests)."""
         return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt))
+
+
+def encode_both(target: LoadedLlmAsr, draft: LoadedLlmAsr, audio: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both models' audio embeddings, with the log-mel features computed once when the two read
+    the same features (the demo pair does; a pair that does not gets two computations)."""
+    features = target.features(audio)
+    same = draft._extractor_settings == target._extractor_settings and draft.device == target.device
+    return target.encode(audio, features), draft.encode(audio, features if same else None)
 
 
 def load_llm_asr(config: LlmAsrModelConfig) -> LoadedLlmAsr:

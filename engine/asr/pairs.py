@@ -55,11 +55,14 @@ class LlmPair(RecognizerPair):
     family: str = "llm"
 
     def decode(self, clip, spec, max_new_tokens):
+        from foresay.engine.asr.llm_models import encode_both
+
         target, prefix = self.target, self.target.layout.decoder_prefix()
-        verifier = target.cursor(target.encode(clip))
         if spec is None:
-            return greedy_loop(verifier, prefix, target.rules, target.layout.end, max_new_tokens)
-        drafter = self.draft.cursor(self.draft.encode(clip))
+            return greedy_loop(target.cursor(target.encode(clip)), prefix, target.rules, target.layout.end,
+                               max_new_tokens)
+        target_embeds, draft_embeds = encode_both(target, self.draft, clip)
+        verifier, drafter = target.cursor(target_embeds), self.draft.cursor(draft_embeds)
         return speculative_loop(verifier, drafter, prefix, target.rules, target.layout.end, spec, max_new_tokens)
 
     def backend(self, spec, limits):

@@ -16,15 +16,18 @@ import torch
 @dataclass(frozen=True)
 class AugmentConfig:
     """max_shift: frames a clip may move right. warp: mel-axis scale drawn from [1 - warp, 1 + warp].
-    freq_mask / time_mask: widest masked band (mel bins) / span (frames); time_masks: spans per clip."""
+    freq_mask / time_mask: widest masked band (mel bins) / span (frames); time_masks: spans per clip.
+    max_tail: silent frames a clip may gain at its end (the LLM-ASR trainer; Whisper's window is
+    always padded with silence anyway)."""
     max_shift: int = 40
     warp: float = 0.12
     freq_mask: int = 8
     time_mask: int = 10
     time_masks: int = 2
+    max_tail: int = 0
 
     def __post_init__(self):
-        if min(self.max_shift, self.freq_mask, self.time_mask, self.time_masks) < 0 or not 0 <= self.warp < 0.5:
+        if min(self.max_shift, self.freq_mask, self.time_mask, self.time_masks, self.max_tail) < 0 or not 0 <= self.warp < 0.5:
             raise ValueError("augmentation sizes must be >= 0 and warp in [0, 0.5)")
 
 

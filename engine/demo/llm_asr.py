@@ -1,7 +1,9 @@
 """The demo LLM-based recognizer pair's command line (Qwen3-ASR architecture): train, evaluate.
 
-    nice -n 10 python -m foresay.engine.demo.llm_asr train --out-dir assets/models \
-        --teacher-dir assets/models --ctc-warmup 1000
+    nice -n 10 python -m foresay.engine.demo.llm_asr train --which target --out-dir assets/models \
+        --teacher-dir assets/models
+    nice -n 10 python -m foresay.engine.demo.llm_asr train --which draft --prefix-clips 0 \
+        --out-dir assets/models --teacher-dir assets/models
     python -m foresay.engine.demo.llm_asr eval --split test --clips 200
 
 Speech comes from the demo Whisper pair's renderer and splits (`speech.py`, cached in the user
@@ -28,6 +30,33 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def checkpoint_scorer(clips: int, data_seed: int):
+    """What `train --eval-clips N` runs after each save: a copy of the checkpoint in
+    `checkpoints/NAME-STEP` beside the model and its greedy WER on the first `clips` validation
+    requests (never the test split, which scores the chosen model once), appended to
+    `checkpoints/scores.jsonl`."""
+    import shutil
+
+    from foresay.engine.asr.factory import AsrConfig, build_backend
+    from foresay.engine.demo.evaluate_whisper import evaluate_wer
+    from foresay.engine.demo.speech import speech_set
+
+    speech = speech_set("val", clips, data_seed, progress=_progress)
+
+    def score(out: Path, stats: dict) -> None:
+        kept = out.parent / "checkpoints" / f"{out.name}-{stats['steps_done']}"
+        shutil.copytree(out, kept, dirs_exist_ok=True)
+        result = evaluate_wer(build_backend(AsrConfig(target=str(kept), backend="llm-greedy")), speech)
+        line = {"model": out.name, "step": stats["steps_done"], "val_wer": round(result.wer, 4),
+                "exact": result.exact, "clips": result.clips, "seconds": stats["seconds"]}
+        with open(kept.parent / "scores.jsonl", "a") as log:
+            log.write(json.dumps(line) + "\n")
+        _progress(f"{out.name} checkpoint {stats['steps_done']}: validation WER {100 * result.wer:.2f}% "
+                  f"({result.exact}/{result.clips} exact), kept in {kept}")
+
+    return score
+
+
 def cmd_train(args) -> int:
     import torch
 
@@ -47,6 +76,7 @@ def cmd_train(args) -> int:
         speech = requests + speech_set("train", args.prefix_clips, args.data_seed, progress=_progress, kind="prefixes")
     _progress(f"{len(speech.texts)} training clips ({args.prefix_clips} of them request prefixes); computing features")
     data = training_data(tok, speech, prefix_clips=args.prefix_clips)
+    scorer = checkpoint_scorer(args.eval_clips, args.data_seed) if args.eval_clips else None
     results = {}
     for role in ("target", "draft"):
         if args.which not in ("both", role):
@@ -61,9 +91,10 @@ def cmd_train(args) -> int:
                                    lr=args.lr, threads=args.threads, checkpoint_every=args.checkpoint_every,
                                    ctc_warmup=args.ctc_warmup, distill_weight=args.distill if teacher else 0.0,
                                    stop_at=getattr(args, f"{role}_stop_at"), precision=args.precision,
-                                   augmentation=None if args.no_augment else AUGMENT)
+                                   augmentation=None if args.no_augment else AUGMENT,
+                                   decoder_layers=getattr(args, f"{role}_decoder_layers"))
         results[role] = train_llm_asr(NAMES[role], config, tok, data, Path(args.out_dir) / NAMES[role], _progress,
-                                      teacher)
+                                      teacher, scorer)
     print(json.dumps(results, indent=2))
     return 0
 
@@ -115,13 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train the tokenizer, the target and the draft")
     train.add_argument("--out-dir", required=True, help="writes demo-llm-asr/ and demo-llm-asr-draft/ here")
-    train.add_argument("--clips", type=int, default=6000, help="distinct training requests rendered")
-    train.add_argument("--prefix-clips", type=int, default=2000,
+    train.add_argument("--clips", type=int, default=10000,
+                       help="distinct training requests rendered (the vocabulary is learned from them: a draft "
+                            "and its target need the same --clips and --data-seed)")
+    train.add_argument("--prefix-clips", type=int, default=5000,
                        help="also train on this many requests' first words spoken alone (0: none)")
-    train.add_argument("--target-steps", type=int, default=1500)
-    train.add_argument("--draft-steps", type=int, default=1000)
+    train.add_argument("--target-steps", type=int, default=3000)
+    train.add_argument("--draft-steps", type=int, default=3000)
     train.add_argument("--target-stop-at", type=int, help="stop the target after N steps of its schedule")
     train.add_argument("--draft-stop-at", type=int, help="stop the draft after N steps of its schedule")
+    for role in ("target", "draft"):
+        train.add_argument(f"--{role}-decoder-layers", type=int, metavar="N",
+                           help=f"the {role} decoder's depth (default: its shape's)")
+    train.add_argument("--eval-clips", type=int, default=0, metavar="N",
+                       help="score each checkpoint on N validation requests and keep a copy of it (0: no)")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=2e-3)
     train.add_argument("--seed", type=int, default=0)
@@ -132,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--teacher-dir", metavar="DIR",
                        help="start each encoder from the demo Whisper of its size in DIR (demo-whisper/, "
                             "demo-whisper-draft/) and pull it towards that encoder's states")
-    train.add_argument("--distill", type=float, default=1.0, help="weight of the teacher's loss")
-    train.add_argument("--ctc-warmup", type=int, default=0, metavar="N",
+    train.add_argument("--distill", type=float, default=3.0, help="weight of the teacher's loss")
+    train.add_argument("--ctc-warmup", type=int, default=300, metavar="N",
                        help="train the encoders alone (CTC, teacher) for the first N steps")
     train.set_defaults(func=cmd_train)
 
