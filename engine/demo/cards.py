@@ -128,12 +128,6 @@ punctuation dropped (medians: whole {median_p_complete}, whole without punctuati
 {median_p_unpunctuated}, cut {median_p_cut}).{before}
 """
 
-FRAGMENT_LINES = """And {:,} of these requests spoken whole with a pause after their first words (1 to n-1 of n;
-`speak_fragment`) and cut 0.1-0.4 s into the pause, labelled with the words said so far: at a pause
-the recognizer decodes the turn so far, and a model that hears such a fragment as a whole request
-("what is 15 centimeters in" as "... in millimeters?") makes the end-of-turn decision cut the user off."""
-FRAGMENT_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 --fragments "
-                         "--json assets/models/demo-whisper/held_out_fragments.json")
 NO_PREFIX_LINES = """Whole requests only: trained on request prefixes as well (as the target is), this small a
 model missed the word error gate (21.6% on validation); as the draft, the target corrects it."""
 
@@ -219,23 +213,14 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
     lines = (f"Word error rate on {scores['clips']} held-out test requests in held-out voice settings, decoded "
              f"greedily by Foresay's own loop: **{100 * scores['wer']:.2f}%** of {scores['words']} words "
              f"({scores['exact_clips']}/{scores['clips']} clips word for word; gate: {gate}%).")
-    fragment_path = folder.parent / "demo-whisper" / "held_out_fragments.json"
-    eval_command = WHISPER_EVAL_COMMAND
-    if fragment_path.exists():
-        cut = json.loads(fragment_path.read_text())[role]
-        eval_command += "\n" + FRAGMENT_EVAL_COMMAND
-        lines += (f" On {cut['clips']} held-out requests cut at a pause mid-sentence: **{100 * cut['wer']:.2f}%** "
-                  f"({cut['exact_clips']}/{cut['clips']} word for word), and {cut['completed_clips']} of them "
-                  f"heard as a whole sentence.")
-    prefixes, fragments = stats.get("prefix_clips", 0), stats.get("fragment_clips", 0)
+    prefixes = stats.get("prefix_clips", 0)
     flat = {**_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"),
             "precision": stats["precision"],  # what "auto" resolved to on the build machine
-            "requests": stats["train_clips"] - prefixes - fragments,
-            "prefix_lines": (PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES)
-            + ("\n" + FRAGMENT_LINES.format(fragments) if fragments else "")}
+            "requests": stats["train_clips"] - prefixes,
+            "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES}
     return WHISPER_CARD.format(
         **flat, role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND.format(role=role),
-        eval_command=eval_command, eval_lines=lines, note=note,
+        eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,
         base_voices=", ".join(speech.BASE_VOICES),
         train_variants=", ".join(v or "(none)" for v in speech.TRAIN_VARIANTS),
         train_rates=", ".join(map(str, speech.TRAIN_RATES)), train_pitches=", ".join(map(str, speech.TRAIN_PITCHES)),
