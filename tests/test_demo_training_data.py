@@ -96,6 +96,20 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
     assert saved["steps_done"] == 2 and saved["precision"] == "bf16"
     assert load_whisper(WhisperModelConfig(str(tmp_path / "draft"))).window_seconds == 6.0
 
+    import pytest
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    # fine-tuning starts from the saved weights: one step at a negligible rate leaves them as they were
+    tuned = WhisperTrainConfig(steps=1, batch_size=2, lr=1e-9, warmup=1, threads=0, precision="fp32",
+                               ctc_weight=0.0, init_from=str(tmp_path / "draft"))
+    train_whisper("demo-whisper-draft", tuned, tok, data, tmp_path / "tuned", progress=quiet)
+    before, after = (WhisperForConditionalGeneration.from_pretrained(tmp_path / d) for d in ("draft", "tuned"))
+    assert all(torch.allclose(a, b, atol=1e-3) for a, b in zip(before.state_dict().values(),
+                                                               after.state_dict().values()))
+    with pytest.raises(ValueError, match="not a demo-whisper of this vocabulary"):
+        train_whisper("demo-whisper", tuned, tok, data, tmp_path / "wrong", progress=quiet)
+
 
 def test_the_end_of_each_user_message_is_labelled_where_p_end_of_turn_is_read(chat_tokenizer):
     encoder = ChatEncoder(chat_tokenizer, default_system_prompt())
