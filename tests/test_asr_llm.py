@@ -214,11 +214,10 @@ def test_qwen3_asr_pass_timing_runs_on_cpu_with_toy_shapes():
     assert set(result) == {"audio_tokens", "encoder_ms", "prefill_ms", "decoder_pass_1_ms", "decoder_pass_3_ms"}
 
 
-def test_a_demo_llm_pair_missing_from_this_install_is_named():
+def test_a_demo_llm_pair_missing_from_this_install_is_named(tmp_path, monkeypatch):
+    import foresay.engine.model_registry as registry
     from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
-    from foresay.engine.demo.models import DEMO_LLM_ASR, demo_models_root
 
-    if (demo_models_root() / DEMO_LLM_ASR["demo-llm"] / "config.json").exists():
-        pytest.skip("this install ships the demo LLM-ASR pair")
+    monkeypatch.setattr(registry, "shipped_models_root", lambda: tmp_path)  # an install without the pair
     with pytest.raises(ModelUnavailable, match="model 'demo-llm' is missing.*llm_asr train"):
         load_llm_asr(LlmAsrModelConfig("demo-llm"))
