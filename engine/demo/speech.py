@@ -107,13 +107,22 @@ def with_break(words: list[str], k: int, pause_s: float) -> str:
 FRAGMENT_BREAK_S = 0.8  # longer than any pause espeak-ng makes inside a sentence
 
 
+FRAME = SAMPLE_RATE // 100  # 10 ms
+
+
+def loud_frames(samples: np.ndarray, rel_db: float = -35.0) -> np.ndarray:
+    """Per 10 ms frame of `samples`: is it within `rel_db` of the loudest frame?"""
+    n = len(samples) // FRAME
+    if n == 0:
+        raise ForesayError("espeak-ng rendered no audio")
+    rms = np.sqrt(np.mean(samples[:n * FRAME].reshape(n, FRAME).astype(np.float64) ** 2, axis=1))
+    return rms >= rms.max() * 10 ** (rel_db / 20)
+
+
 def _pause_run(clean: np.ndarray) -> tuple[int, int]:
     """(first sample, length in samples) of the longest quiet run between the first and the last
-    voiced 10 ms frame (within 35 dB of the loudest) of a clip rendered without noise."""
-    frame = SAMPLE_RATE // 100
-    n = len(clean) // frame
-    rms = np.sqrt(np.mean(clean[:n * frame].reshape(n, frame).astype(np.float64) ** 2, axis=1))
-    quiet = rms < rms.max() * 10 ** (-35 / 20)
+    loud 10 ms frame of a clip rendered without noise."""
+    quiet = ~loud_frames(clean)
     voiced = np.flatnonzero(~quiet)
     best, start, run = (0, 0), 0, 0
     for i in range(voiced[0], voiced[-1] + 1):
@@ -123,7 +132,7 @@ def _pause_run(clean: np.ndarray) -> tuple[int, int]:
             best = max(best, (run, start))
         else:
             run = 0
-    return best[1] * frame, best[0] * frame
+    return best[1] * FRAME, best[0] * FRAME
 
 
 def speak_with_pause(text: str, setting: VoiceSetting, noise_seed: int, rng: random.Random,

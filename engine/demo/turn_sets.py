@@ -28,19 +28,15 @@ import numpy as np
 
 from foresay.engine.demo.completeness import is_complete_request
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
-from foresay.engine.demo.speech import SAMPLE_RATE, VoiceSetting, speak, voice_settings, with_break, write_wav
+from foresay.engine.demo.speech import (FRAME, SAMPLE_RATE, VoiceSetting, loud_frames, speak, voice_settings,
+                                        with_break, write_wav)
 from foresay.engine.errors import ForesayError
 
-FRAME = SAMPLE_RATE // 100
 
 
 def speech_extent(samples: np.ndarray, rel_db: float = -35.0) -> tuple[int, int]:
     """First and last sample of the frames within `rel_db` of the loudest frame."""
-    n = len(samples) // FRAME
-    if n == 0:
-        raise ForesayError("espeak-ng rendered no audio")
-    rms = np.sqrt(np.mean(samples[:n * FRAME].reshape(n, FRAME).astype(np.float64) ** 2, axis=1))
-    loud = np.flatnonzero(rms >= rms.max() * 10 ** (rel_db / 20))
+    loud = np.flatnonzero(loud_frames(samples, rel_db))
     return int(loud[0]) * FRAME, int(loud[-1] + 1) * FRAME
 
 
