@@ -36,19 +36,30 @@ class StreamingDelays:
                 "final_delay_ms": round(self.final_delay_ms, 1)}
 
 
-def simulate(real: AsrBackend, utterance: SyntheticUtterance, config: StreamingConfig) -> StreamingDelays:
-    audio = utterance.audio()
-    scripted = ScriptedBackend(utterance)
-    heard = StreamingTranscriber(scripted, config)
-    timed = StreamingTranscriber(real, config)
+@dataclass(frozen=True)
+class ClockedRun:
+    final_text: str
+    final_at: float  # seconds on the audio clock when the final transcript was ready
+    shown: list[tuple[float, list[str]]]  # (when, words) of each hop of the companion
+    skipped: int  # ticks that passed while a decode ran
+
+
+def stream_on_clock(timed: StreamingTranscriber, audio: np.ndarray, config: StreamingConfig,
+                    companion: StreamingTranscriber | None = None) -> ClockedRun:
+    """Stream `audio` into `timed` on one clock: a hop every `hop_ms` of audio, started when the
+    worker is free (ticks that pass during a decode are skipped), its result ready after the
+    decode's measured wall time; the final starts at the end of the audio or when the hop in
+    flight finishes. `companion` hears the same audio and hops alongside, untimed; its partials
+    are what `shown` records, and its final is left to the caller."""
     hop, end = config.hop_ms / 1000, len(audio) / SAMPLE_RATE
+    listeners = (timed,) if companion is None else (companion, timed)
     fed, free_at, tick, skipped = 0, 0.0, 1, 0
     shown: list[tuple[float, list[str]]] = []
 
     def feed_until(seconds: float) -> None:
         nonlocal fed
         upto = min(len(audio), int(round(seconds * SAMPLE_RATE)))
-        for transcriber in (heard, timed):
+        for transcriber in listeners:
             transcriber.append(audio[fed:upto])
         fed = upto
 
@@ -62,22 +73,30 @@ def simulate(real: AsrBackend, utterance: SyntheticUtterance, config: StreamingC
         started = time.perf_counter()
         timed.hop()
         free_at = tick * hop + time.perf_counter() - started
-        shown.append((free_at, heard.hop().text.split()))
+        if companion is not None:
+            shown.append((free_at, companion.hop().text.split()))
         tick += 1
     final_start = max(end, free_at)
     feed_until(end)
     started = time.perf_counter()
-    timed.finish()
-    final_at = final_start + time.perf_counter() - started
+    text = timed.finish().text
+    return ClockedRun(text, final_start + time.perf_counter() - started, shown, skipped)
+
+
+def simulate(real: AsrBackend, utterance: SyntheticUtterance, config: StreamingConfig) -> StreamingDelays:
+    audio = utterance.audio()
+    heard = StreamingTranscriber(ScriptedBackend(utterance), config)
+    run = stream_on_clock(StreamingTranscriber(real, config), audio, config, companion=heard)
     final_words = heard.finish().text.split()
     if final_words != list(utterance.words):
         raise AsrError(f"internal: the scripted recognizer heard {final_words}, not {list(utterance.words)}")
-    shown.append((final_at, final_words))
+    shown = run.shown + [(run.final_at, final_words)]
     delays = []
     for i, (word, word_end) in enumerate(zip(utterance.words, utterance.word_ends_s())):
         first = next(t for t, words in shown if len(words) > i and words[i] == word)
         delays.append(1000 * (first - word_end))
-    return StreamingDelays(tuple(delays), 1000 * (final_at - end), hops=len(shown) - 1, skipped=skipped)
+    end = len(audio) / SAMPLE_RATE
+    return StreamingDelays(tuple(delays), 1000 * (run.final_at - end), hops=len(shown) - 1, skipped=run.skipped)
 
 
 @dataclass(frozen=True)
@@ -95,27 +114,10 @@ class ClipFinals:
 
 
 def clip_finals(real: AsrBackend, clips: list, config: StreamingConfig) -> ClipFinals:
-    """Each clip streamed on the clock of `simulate` (hops every `hop_ms` of audio, skipped while
-    a decode runs); the final starts at the end of the clip or when the hop in flight finishes."""
+    """Each clip streamed on the clock of `simulate` (`stream_on_clock`)."""
     delays, texts = [], []
-    hop = config.hop_ms / 1000
     for audio in clips:
-        timed = StreamingTranscriber(real, config)
-        end, fed, free_at, tick = len(audio) / SAMPLE_RATE, 0, 0.0, 1
-        while tick * hop < end:
-            if free_at > tick * hop:
-                tick = math.ceil(free_at / hop - 1e-9)
-                continue
-            upto = min(len(audio), int(round(tick * hop * SAMPLE_RATE)))
-            timed.append(audio[fed:upto])
-            fed = upto
-            started = time.perf_counter()
-            timed.hop()
-            free_at = tick * hop + time.perf_counter() - started
-            tick += 1
-        final_start = max(end, free_at)
-        timed.append(audio[fed:])
-        started = time.perf_counter()
-        texts.append(timed.finish().text)
-        delays.append(1000 * (final_start + time.perf_counter() - started - end))
+        run = stream_on_clock(StreamingTranscriber(real, config), audio, config)
+        texts.append(run.final_text)
+        delays.append(1000 * (run.final_at - len(audio) / SAMPLE_RATE))
     return ClipFinals(tuple(delays), tuple(texts))
