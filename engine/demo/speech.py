@@ -72,7 +72,11 @@ def speak(text: str, setting: VoiceSetting, noise_seed: int, executable: str = "
     raw = done.stdout
     rate = int.from_bytes(raw[24:28], "little")
     samples = np.frombuffer(raw[44:], dtype=np.int16).astype(np.float32) / 32768.0
-    samples = soxr.resample(samples, rate, SAMPLE_RATE).astype(np.float32)
+    return with_noise(soxr.resample(samples, rate, SAMPLE_RATE).astype(np.float32), setting, noise_seed)
+
+
+def with_noise(samples: np.ndarray, setting: VoiceSetting, noise_seed: int) -> np.ndarray:
+    """`samples` with the setting's white noise (drawn from `noise_seed`) mixed in, relative to their peak."""
     peak = float(np.abs(samples).max()) or 1.0
     noise = np.random.default_rng(noise_seed).standard_normal(len(samples)).astype(np.float32)
     return samples + noise * setting.noise * peak
@@ -122,11 +126,11 @@ def loud_frames(samples: np.ndarray, rel_db: float = -35.0) -> np.ndarray:
 def _pause_run(clean: np.ndarray) -> tuple[int, int]:
     """(first sample, length in samples) of the longest quiet run between the first and the last
     loud 10 ms frame of a clip rendered without noise."""
-    quiet = ~loud_frames(clean)
-    voiced = np.flatnonzero(~quiet)
+    loud = loud_frames(clean)
+    voiced = np.flatnonzero(loud)
     best, start, run = (0, 0), 0, 0
     for i in range(voiced[0], voiced[-1] + 1):
-        if quiet[i]:
+        if not loud[i]:
             start = i if run == 0 else start
             run += 1
             best = max(best, (run, start))
@@ -155,9 +159,7 @@ def speak_with_pause(text: str, setting: VoiceSetting, noise_seed: int, rng: ran
         start, length = _pause_run(clean)
         if length >= 0.5 * pause_s * SAMPLE_RATE:  # else no quiet pause to cut at: the clip stays whole
             said, samples = " ".join(words[:k]), clean[:start + int(tail_s * SAMPLE_RATE)]
-    peak = float(np.abs(samples).max()) or 1.0
-    noise = np.random.default_rng(noise_seed).standard_normal(len(samples)).astype(np.float32)
-    return said, samples + noise * setting.noise * peak
+    return said, with_noise(samples, setting, noise_seed)
 
 
 # What a speech set's clips are: whole requests; word prefixes spoken alone (`word_prefix`);
