@@ -6,8 +6,9 @@ the work the pipeline is to do in the silence is done here, in the same order:
     VoicePaused   -> append all turn audio so far, `preview_final()` (the transcript through the
                      last word), one PredGen verification of it -> P(end of turn), handed to the
                      policy with its revision and `audio_until_t` once that work would be done
-                     (its measured wall time, or `--estimate-ms`, later in audio time); audio in
-                     the silence is held back
+                     (its measured wall time, or `--estimate-ms`, later in audio time); beside
+                     the verification, `preview_steadiness()` (`PauseRechecked`), handed over
+                     after the preview and its own time; audio in the silence is held back
     VoiceResumed / TurnResumed -> the held audio and what follows are appended again
     TurnEnded     -> `finish()`: the previewed final, without decoding again, unless audio came since
 
@@ -40,6 +41,7 @@ class PausedTurnDriver:
         self.settings, self.lm, self.backend, self.estimate_s = settings, lm, backend, estimate_s
         self.conv = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
         self.speculative_ms: list[float] = []
+        self.recheck_ms: list[float] = []  # preview + recheck, the time until PauseRechecked
         self.final_ms: list[float] = []
 
     def warmup(self) -> None:
@@ -83,7 +85,9 @@ class PausedTurnDriver:
     def _apply_due(self, policy, t: float) -> None:
         due = [u for u in self._pending if u[0] <= t]
         self._pending = [u for u in self._pending if u[0] > t]
-        for _, p, turn_id, revision, heard in due:
+        for _, p, turn_id, revision, heard, steady in due:
+            if steady is not None:
+                policy.heard(turn_id, revision, steady)
             if p is not None:
                 policy.update(p, turn_id, revision=revision, audio_until_t=heard)
 
@@ -112,14 +116,20 @@ class PausedTurnDriver:
             state["held"] = True
             started = time.perf_counter()
             final = state["asr"].preview_final()
+            previewed = time.perf_counter()
             state["revision"] += 1
             p = None
             if final.text.strip():
                 p = state["predgen"].update(final.text, state["revision"], should_stop=lambda: True).p_end_of_turn
             spent = time.perf_counter() - started
             self.speculative_ms.append(1000 * spent)
-            delay = spent if self.estimate_s is None else self.estimate_s
-            self._pending.append((event.t + delay, p, event.turn_id, state["revision"], final.t))
+            rechecked = time.perf_counter()
+            steady = state["asr"].preview_steadiness()  # live, on the recognizer's thread beside the verification
+            recheck = previewed - started + time.perf_counter() - rechecked
+            self.recheck_ms.append(1000 * recheck)
+            delay, recheck = (spent, recheck) if self.estimate_s is None else (self.estimate_s, self.estimate_s)
+            self._pending.append((event.t + delay, p, event.turn_id, state["revision"], final.t, None))
+            self._pending.append((event.t + recheck, None, event.turn_id, state["revision"], final.t, steady))
         elif isinstance(event, (VoiceResumed, TurnResumed)) and self._state is not None:
             self._state["held"] = False
             if isinstance(event, TurnResumed):

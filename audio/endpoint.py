@@ -209,6 +209,11 @@ class Endpointer:
         end-of-turn policy (from any thread; it acts on the next frame)."""
         self.policy.update(p_end_of_turn, turn_id, revision=revision, audio_until_t=audio_until_t)
 
+    def heard(self, turn_id: int, revision: int, steady: bool) -> None:
+        """Whether `turn_id`'s transcript `revision` was heard steadily (`PauseRechecked`),
+        for the end-of-turn policy (from any thread)."""
+        self.policy.heard(turn_id, revision, steady)
+
     def press(self, t: float | None = None) -> None:
         self.gate.press(t)
 

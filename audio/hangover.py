@@ -7,6 +7,7 @@ A policy is a small strategy object the endpointer asks on every silent frame:
     policy.hangover_s()             # the current hangover, in seconds
     policy.view()                   # what it rests on, for meters (`turn_end.TurnEndView`)
     policy.update(p_end, turn_id, revision=, audio_until_t=)  # from outside: PredGen's estimate
+    policy.heard(turn_id, revision, steady)  # from outside: was that transcript heard steadily
 
 `FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
 look like a complete utterance (high P(end of turn)) and long when they do not, within
@@ -38,6 +39,9 @@ class HangoverPolicy:
 
     def update(self, p_end_of_turn: float, turn_id: int | None = None, revision: int | None = None,
                audio_until_t: float | None = None) -> None:
+        pass
+
+    def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         pass
 
     def view(self):

@@ -9,6 +9,11 @@
   frame): the words after it may change the answer, and an estimate that does not say what it
   heard (a partial's, whose prompt leaves out a last word that may still grow) is not known to be
   current. Without a current estimate the decision waits `no_estimate_s`;
+- whether the recognizer heard that transcript steadily (`heard(turn_id, revision, steady)`, from
+  `PauseRechecked`): a transcript whose last word changes when the same audio is decoded
+  a few ms later in was not clearly heard. A recognizer trained on whole requests hears a fragment
+  ("What is 15 centimeters in") as a whole one ("... in millimeters?"), and the LLM then finds
+  it finished; such an estimate waits at least `unsteady_s`;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
   its own probability that the turn has ended (a prosody cue, a small audio turn model). They are
@@ -29,7 +34,7 @@ import numpy as np
 from .blocks import SAMPLE_RATE
 from .hangover import HangoverPolicy
 
-VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure")
+VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class TurnEndConfig:
     no_estimate_s: the wait while no current estimate exists for the turn.
     min_silence_s: no wait is shorter (a silence inside a word is not an end).
     llm_weight: weight of the LLM's estimate when cues are combined with it (log-odds).
+    unsteady_s: the shortest wait on an estimate whose transcript was not heard steadily
+        (verdict "unclear words"), between `complete_s` and `incomplete_s`.
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.49 s)
@@ -50,6 +57,7 @@ class TurnEndConfig:
     no_estimate_s: float = 0.8
     min_silence_s: float = 0.1
     llm_weight: float = 1.0
+    unsteady_s: float = 0.8   # pauses inside requests last 0.3-0.7 s in the turn sets
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
@@ -58,6 +66,8 @@ class TurnEndConfig:
             raise ValueError("turn end: need 0 < min_silence_s <= complete_s <= no_estimate_s <= incomplete_s")
         if self.llm_weight < 0:
             raise ValueError("turn end: llm_weight must not be negative")
+        if not self.complete_s <= self.unsteady_s <= self.incomplete_s:
+            raise ValueError("turn end: need complete_s <= unsteady_s <= incomplete_s")
 
 
 @dataclass(frozen=True)
@@ -99,12 +109,14 @@ class TurnEndDecision(HangoverPolicy):
         self._revision = -1
         self._heard_until: float | None = None  # audio time the estimate's transcript covered
         self._last_voiced_t: float | None = None
+        self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
 
     # --- inputs -------------------------------------------------------------------------------
 
     def begin_turn(self, turn_id: int) -> None:
         self._turn_id = turn_id
         self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
+        self._unsteady = set()
         for cue in self.cues:
             cue.begin_turn(turn_id)
 
@@ -119,6 +131,14 @@ class TurnEndDecision(HangoverPolicy):
         self._p_llm = min(1.0, max(0.0, float(p_end_of_turn)))
         self._heard_until = audio_until_t
 
+    def heard(self, turn_id: int, revision: int, steady: bool) -> None:
+        if turn_id != self._turn_id:
+            return
+        if steady:
+            self._unsteady.discard(revision)
+        else:
+            self._unsteady.add(revision)
+
     def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
         if voiced:
             self._last_voiced_t = t + len(frame) / SAMPLE_RATE
@@ -127,12 +147,14 @@ class TurnEndDecision(HangoverPolicy):
 
     # --- the decision ---------------------------------------------------------------------------
 
+    def _fresh(self) -> bool:
+        return self._p_llm is not None and self._heard_until is not None and (
+            self._last_voiced_t is None or self._heard_until >= self._last_voiced_t - 0.02)
+
     def current_p(self) -> float | None:
         """The combined P(end of turn) of the current estimate and the cues (None: no opinion)."""
         terms = []
-        fresh = self._p_llm is not None and self._heard_until is not None and (
-            self._last_voiced_t is None or self._heard_until >= self._last_voiced_t - 0.02)
-        if fresh:
+        if self._fresh():
             terms.append((self.config.llm_weight, _logit(self._p_llm)))
         for cue in self.cues:
             p = cue.p_end()
@@ -155,6 +177,8 @@ class TurnEndDecision(HangoverPolicy):
         else:
             frac = (_logit(p) - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
             wait, verdict = c.incomplete_s + frac * (c.complete_s - c.incomplete_s), "unsure"
+        if self._fresh() and self._revision in self._unsteady and wait < c.unsteady_s:
+            wait, verdict = c.unsteady_s, "unclear words"
         return TurnEndView(self._turn_id, p, max(c.min_silence_s, wait), verdict)
 
     def hangover_s(self) -> float:

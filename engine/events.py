@@ -59,7 +59,7 @@ class TurnResumed(Event):
 class EndOfTurnEstimate(Event):
     """What the end-of-turn decision rests on (emitted when it changes inside an open turn):
     `p_end_of_turn` (None: no current estimate), the silence it asks for, and `verdict` in words
-    ("listening", "sounds finished", "sounds unfinished", "unsure")."""
+    ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words")."""
     p_end_of_turn: float | None = None
     wait_s: float = 0.0
     verdict: str = ""
@@ -106,6 +106,16 @@ class PausedTranscript(Event):
     revision: int = 0
     text: str = ""
     audio_until_t: float = 0.0
+
+
+@dataclass(frozen=True)
+class PauseRechecked(Event):
+    """Whether the last word of PausedTranscript `revision` was heard again when the same audio was
+    decoded a few ms later in (`StreamingTranscriber.preview_steadiness`). Sent after the
+    PausedTranscript, so that the check never delays PredGen's verification; the end-of-turn
+    decision does not take an unsteady transcript's P(end of turn) for a finished request."""
+    revision: int = 0
+    steady: bool = True
 
 
 # --- LLM / PredGen -------------------------------------------------------------------------

@@ -143,10 +143,12 @@ def test_a_pause_decodes_at_once_and_ending_the_turn_then_costs_no_decode():
         calls["after_end"] = len(backend.calls)
 
     events = _bus_events(backend, script)
-    from foresay.engine.events import PausedTranscript
+    from foresay.engine.events import PauseRechecked, PausedTranscript
     paused = [e for e in events if isinstance(e, PausedTranscript)]
     finals = [e for e in events if isinstance(e, FinalTranscript)]
     assert paused and paused[-1].text == "turn the lights off" and paused[-1].audio_until_t == finals[0].t
+    rechecked = [e for e in events if isinstance(e, PauseRechecked)]
+    assert [(e.revision, e.steady) for e in rechecked] == [(paused[-1].revision, True)]  # heard again a few ms later in
     assert [f.text for f in finals] == ["turn the lights off"]
     assert calls["after_end"] == calls["before_end"]  # the final was the speculative one
 

@@ -276,3 +276,44 @@ def test_audio_after_a_preview_is_decoded_into_the_final():
     transcriber.preview_final()
     transcriber.hop()
     assert transcriber._preview is None
+
+
+class _MakesUpAnEnding(ScriptedBackend):
+    """Like the demo Whisper on a fragment of a request: it ends the words it heard with one it did
+    not hear, and which word it makes up depends on how the audio falls on its frames."""
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        heard = self._hear(np.asarray(audio))
+        if len(heard) < len(self.utterance.words):
+            heard = heard + [("dog", "cat", "milk")[len(audio) // 160 % 3]]
+        self.calls.append({"samples": len(audio), "forced": tuple(forced), "prompt": tuple(prompt)})
+        return Hypothesis(tuple(self.text.id(w) for w in heard[len(forced):]))
+
+
+def test_a_made_up_ending_is_not_heard_steadily_and_the_check_changes_nothing_else():
+    utterance = SyntheticUtterance(("walk", "the", "dog", "at", "eight"), pause_after=frozenset({2}))
+    audio = utterance.audio()
+    fragment_end = utterance.timeline()[2][1] + 3200  # 200 ms into the pause after "dog"
+    backend = _MakesUpAnEnding(utterance)
+    transcriber = StreamingTranscriber(backend)
+    transcriber.append(audio[:fragment_end])
+    assert transcriber.preview_steadiness() is None  # nothing previewed yet
+    preview = transcriber.preview_final()
+    assert preview.text.startswith("walk the dog ")  # plus a word it made up
+    calls = len(backend.calls)
+    assert transcriber.preview_steadiness() is False
+    assert len(backend.calls) == calls + 1 and backend.calls[-1]["samples"] == fragment_end - 160
+    assert transcriber.finish() == preview  # the check decoded nothing into the state
+    # the whole request is heard again word for word on the shifted audio
+    transcriber = StreamingTranscriber(_MakesUpAnEnding(utterance))
+    transcriber.append(audio)
+    assert transcriber.preview_final().text == "walk the dog at eight"
+    assert transcriber.preview_steadiness() is True
+    # off: nothing is decoded
+    backend = _MakesUpAnEnding(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(recheck_ms=0))
+    transcriber.append(audio[:fragment_end])
+    transcriber.preview_final()
+    assert transcriber.preview_steadiness() is None and len(backend.calls) == 1
+    with pytest.raises(InvalidAsrConfig):
+        StreamingConfig(recheck_ms=500)

@@ -89,6 +89,25 @@ class FakeSpeaker(Stage):
             self.emit(ReplyHeard(event.turn_id, 0.0))
 
 
+def test_the_listener_hands_the_decision_the_estimate_and_how_steadily_it_was_heard():
+    from foresay.audio.turn_end import TurnEndDecision
+    from foresay.engine.events import DraftUpdated, PauseRechecked
+    policy = TurnEndDecision()
+    listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None)
+    policy.begin_turn(1)
+    listener.handle(PauseRechecked(1, 0.5, 2, steady=False))
+    listener.handle(DraftUpdated(1, 0.6, 2, "", 0, 0.999, audio_until_t=0.5))
+    assert policy.view().verdict == "unclear words" and policy.hangover_s() == policy.config.unsteady_s
+    listener.handle(PauseRechecked(1, 0.7, 3, steady=True))
+    listener.handle(DraftUpdated(1, 0.8, 3, "", 0, 0.999, audio_until_t=0.7))
+    assert policy.view().verdict == "sounds finished"
+    fixed = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None,
+                     adaptive_endpointing=False)  # the fixed hangover takes no estimate
+    fixed.handle(PauseRechecked(1, 0.9, 4, steady=False))
+    policy.update(0.999, 1, revision=4, audio_until_t=0.9)
+    assert policy.view().verdict == "sounds finished"
+
+
 def test_a_final_transcript_after_the_next_turn_began_joins_that_turn(tiny_lm):
     """Turn 1's final transcript arrives after the user already started turn 2 (a slow
     recognizer, a short pause): its words are not dropped, they open turn 2's message."""

@@ -22,8 +22,9 @@ FRAME = 0.030
 CONFIG = TurnEndConfig(complete_s=0.25, incomplete_s=1.0, no_estimate_s=0.6)
 
 
-def run(x, p_at_pause=None, config=EndpointerConfig(), policy=None, stale=False):
-    """Feed `x`; on each VoicePaused give `p_at_pause(n)` (n-th pause) for the audio heard so far."""
+def run(x, p_at_pause=None, config=EndpointerConfig(), policy=None, stale=False, steady_at_pause=None):
+    """Feed `x`; on each VoicePaused give `p_at_pause(n)` (n-th pause) for the audio heard so far,
+    and `steady_at_pause(n)`, whether that transcript was heard steadily, when given."""
     policy = policy or TurnEndDecision(CONFIG)
     ep = Endpointer(WebRtcVad(2, 30), config, policy=policy)
     events, pauses = [], 0
@@ -32,6 +33,8 @@ def run(x, p_at_pause=None, config=EndpointerConfig(), policy=None, stale=False)
             events.append(e)
             if isinstance(e, VoicePaused) and p_at_pause is not None:
                 heard = e.last_voiced_t - (0.2 if stale else 0.0)
+                if steady_at_pause is not None:
+                    ep.heard(e.turn_id, pauses, steady_at_pause(pauses))
                 policy.update(p_at_pause(pauses), e.turn_id, revision=pauses, audio_until_t=heard)
                 pauses += 1
     return ep, events + ep.finish()
@@ -153,6 +156,46 @@ class ConstantCue(TurnEndCue):
 
     def p_end(self):
         return self.p
+
+
+def test_a_pause_whose_words_were_not_heard_steadily_is_waited_out_though_it_sounds_finished(paused_clip):
+    """"Set a timer for" heard as a whole request: the LLM finds it finished, but the recognizer's
+    last word changed when the audio was decoded again (`PauseRechecked`), so the
+    decision waits `unsteady_s` and the user's "ten minutes" is not cut off."""
+    x, pause_at, resume_at = paused_clip
+    assert CONFIG.complete_s < resume_at - pause_at < CONFIG.unsteady_s
+    _, events = run(x, lambda n: 0.999, steady_at_pause=lambda n: n != 0)
+    assert not any(isinstance(e, TurnResumed) for e in events)
+    assert len(ended(events)) == 1 and ended(events)[0].t - T0 > resume_at
+    # heard steadily, the same estimate ends the turn in the pause (and the user resumes it)
+    _, events = run(x, lambda n: 0.999, steady_at_pause=lambda n: True)
+    assert sum(isinstance(e, TurnResumed) for e in events) == 1
+
+
+def test_an_unsteady_transcript_lengthens_only_its_own_estimate():
+    policy = TurnEndDecision(CONFIG)
+    policy.begin_turn(3)
+    policy.heard(3, 5, steady=False)
+    policy.heard(4, 6, steady=False)             # another turn's transcript: ignored
+    policy.update(0.999, 3, revision=5, audio_until_t=1.0)
+    view = policy.view()
+    assert view.verdict == "unclear words" and view.wait_s == CONFIG.unsteady_s
+    assert view.p_end_of_turn == pytest.approx(0.999)  # the estimate is kept, only the wait grows
+    policy.update(0.01, 3, revision=5, audio_until_t=1.0)  # sounding unfinished waits longer still
+    assert policy.view().verdict == "sounds unfinished" and policy.hangover_s() == CONFIG.incomplete_s
+    policy.update(0.999, 3, revision=6, audio_until_t=1.0)  # a newer transcript, not marked
+    assert policy.view().verdict == "sounds finished" and policy.hangover_s() == CONFIG.complete_s
+    policy.heard(3, 6, steady=False)
+    assert policy.hangover_s() == CONFIG.unsteady_s
+    policy.heard(3, 6, steady=True)
+    assert policy.hangover_s() == CONFIG.complete_s
+    policy.heard(3, 7, steady=False)
+    policy.begin_turn(4)                          # a new turn forgets the old turn's marks
+    policy.update(0.999, 4, revision=7, audio_until_t=1.0)
+    assert policy.hangover_s() == CONFIG.complete_s
+    for bad in (0.1, 1.5):
+        with pytest.raises(ValueError):
+            TurnEndConfig(complete_s=0.25, incomplete_s=1.0, unsteady_s=bad)
 
 
 def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_estimates():

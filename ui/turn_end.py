@@ -16,9 +16,11 @@ from foresay.engine.events import (EndOfTurnEstimate, Event, SpeechStarted, Turn
 
 # the decision's verdicts as the meter says them while it waits, and once the turn has ended
 WAITING_WORDS = {"sounds finished": "sounds finished", "sounds unfinished": "waiting: sounds unfinished",
-                 "unsure": "waiting: not sure it is finished", "listening": "waiting"}
+                 "unsure": "waiting: not sure it is finished", "listening": "waiting",
+                 "unclear words": "waiting: not sure what was said"}
 ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "it sounded unfinished",
-               "unsure": "not sure it was finished", "listening": "no estimate yet"}
+               "unsure": "not sure it was finished", "listening": "no estimate yet",
+               "unclear words": "not sure what was said"}
 
 
 def verdict_words(verdict: str, ended: bool = False) -> str:

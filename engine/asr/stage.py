@@ -25,8 +25,8 @@ from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, StatusMessage,
-                                   TurnClosed, TurnEnded, TurnResumed, UserAudio, VoicePaused, VoiceResumed)
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, PauseRechecked,
+                                   StatusMessage, TurnClosed, TurnEnded, TurnResumed, UserAudio, VoicePaused, VoiceResumed)
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,14 @@ class StreamingAsr(Stage):
         if self._transcriber is transcriber:  # still this turn's, still open
             self._previews = {transcriber.turn_id: (transcriber, final)}
             self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t))
+            await self._recheck(transcriber, final, revision)
+
+    async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
+        """After the paused transcript went out (PredGen verifies it meanwhile): was its last word
+        heard steadily? Not sent when the transcriber did not check (off, or audio came since)."""
+        steady = await asyncio.get_running_loop().run_in_executor(self._executor, transcriber.preview_steadiness)
+        if steady is not None and self._transcriber is transcriber:
+            self.emit(PauseRechecked(final.turn_id, final.t, revision, steady))
 
     def _resume(self, event: TurnResumed) -> None:
         """The turn declared ended goes on: its transcriber (with all it heard) listens again."""

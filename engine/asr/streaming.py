@@ -18,6 +18,7 @@ since, and decodes as usual otherwise.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -31,6 +32,10 @@ from foresay.engine.asr.vocab import MAX_PROMPT_TOKENS
 from foresay.engine.events import FinalTranscript, PartialTranscript
 
 log = logging.getLogger(__name__)
+
+
+def _words(text: str) -> list[str]:
+    return re.sub(r"[^\w' ]+", " ", text.lower()).split()
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,10 @@ class StreamingConfig:
     # this (at silences; the final transcript too): for a model trained on short utterances, such
     # as the demo Whisper (one request each), which leaves words out of a window holding two.
     segment_s: float = 0.0
+    # 0: off. At a voice pause, the window is decoded once more without its first `recheck_ms`
+    # (`preview_steadiness`): a recognizer that heard the last word hears it again; one that made
+    # an ending up from its language model (a fragment heard as a whole request) often does not.
+    recheck_ms: int = 10
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -91,6 +100,8 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"min_segment_s must be in 0.1..10, got {self.min_segment_s}")
         if self.segment_s and not self.min_segment_s < self.segment_s <= 29.0:
             raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
+        if not 0 <= self.recheck_ms <= 200:
+            raise InvalidAsrConfig(f"recheck_ms must be in 0..200 (0: off), got {self.recheck_ms}")
 
 
 class LocalAgreement:
@@ -218,6 +229,20 @@ class StreamingTranscriber:
             self.decodes.extend(preview.decodes)
             return preview.final
         return self._finish()
+
+    def preview_steadiness(self) -> bool | None:
+        """Whether the previewed final's last word is heard again when the window is decoded
+        without its first `recheck_ms` (the same audio on other frame boundaries). None: not
+        checked (off, no preview, nothing heard, or a window already trimmed, whose final is not
+        one decode of the whole utterance)."""
+        if not self.config.recheck_ms or self._preview is None or self.trims:
+            return None
+        said = _words(self._preview.final.text)
+        shifted = self.audio[int(self.config.recheck_ms * SAMPLE_RATE / 1000):]
+        if not said or len(shifted) == 0:
+            return None
+        again = self.backend.transcribe(shifted, forced=[], prompt=self._prompt())
+        return _words(self.backend.text.decode(list(again.tokens)))[-1:] == said[-1:]
 
     def _snapshot(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, list) else v) for k in _STATE for v in (getattr(self, k),)}
