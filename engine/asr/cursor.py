@@ -117,11 +117,14 @@ class CacheCursor(ABC):
         if self._tree_nodes:
             raise AsrError("internal: a scored tree must be kept or dropped before the next pass")
 
-    def _check_room(self, tokens: Sequence[int], positions: torch.Tensor) -> None:
+    def _check_room(self, tokens: Sequence[int], positions: torch.Tensor) -> int:
+        """The largest of `positions`, checked against the decoder's room."""
         if not tokens:
             raise AsrError("internal: a decoder pass needs at least one token")
-        if int(positions.max()) >= self.max_positions:
+        top = int(positions.max())
+        if top >= self.max_positions:
             raise AsrError(f"the decoder sequence would exceed {self.max_positions} tokens")
+        return top
 
 
 class DecoderCursor(CacheCursor):

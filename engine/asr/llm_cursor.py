@@ -19,6 +19,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from foresay.engine.asr.cursor import CacheCursor
+from foresay.engine.asr.llm_lean import LeanQwen3
 
 
 class LlmCursor(CacheCursor):
@@ -28,6 +29,8 @@ class LlmCursor(CacheCursor):
     def __init__(self, model, context: torch.Tensor) -> None:
         super().__init__(model, DynamicCache())
         self.device = model.device  # read once: a module's device property walks its parameters
+        # the same passes without the library's per-pass overhead, where they are bit-identical (llm_lean.py)
+        self.lean = LeanQwen3.for_model(model.model.language_model)
         self._prefill(context)
 
     @property
@@ -42,20 +45,26 @@ class LlmCursor(CacheCursor):
         """Run the context embeddings [n, hidden] into the cache (one decoder pass)."""
         n = int(context.shape[0])
         device = self.device
-        self.model.model.language_model(
-            inputs_embeds=context[None].to(device, self.model.dtype), position_ids=torch.arange(n, device=device)[None],
-            past_key_values=self.cache, use_cache=True)
+        embeds, positions = context[None].to(device, self.model.dtype), torch.arange(n, device=device)
+        if self.lean is not None:
+            self.lean.forward(self.cache, positions, n - 1, embeds=embeds)
+        else:
+            self.model.model.language_model(inputs_embeds=embeds, position_ids=positions[None],
+                                            past_key_values=self.cache, use_cache=True)
         self.context_length = n
         self.passes += 1
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
-        self._check_room(tokens, positions)
+        top = self._check_room(tokens, positions) + self.context_length
         device = self.device
-        hidden = self.model.model.language_model(
-            input_ids=torch.tensor([list(tokens)], device=device),
-            position_ids=(positions + self.context_length).to(device)[None],
-            attention_mask=None if attention_mask is None else attention_mask.to(device),
-            past_key_values=self.cache, use_cache=True).last_hidden_state
+        ids = torch.tensor([list(tokens)], device=device)
+        positions = (positions + self.context_length).to(device)
+        mask = None if attention_mask is None else attention_mask.to(device)
+        if self.lean is not None:
+            hidden = self.lean.forward(self.cache, positions, top, ids=ids, mask=mask)
+        else:
+            hidden = self.model.model.language_model(input_ids=ids, position_ids=positions[None], attention_mask=mask,
+                                                     past_key_values=self.cache, use_cache=True).last_hidden_state
         self.passes += 1
         return self.model.lm_head(hidden)[0].float()

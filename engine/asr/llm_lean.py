@@ -1,0 +1,131 @@
+"""A lean forward pass of a Qwen3 decoder stack (Qwen3-ASR's decoder) for `LlmCursor`.
+
+At the demo pair's widths (96 and 192) a decoder pass is almost all framework work: module
+calls, config look-ups, mask building, rotary tables recomputed per pass, output containers.
+`LeanQwen3` runs the same tensor operations as transformers' `Qwen3Model` with SDPA attention,
+in the same order and with the same SDPA dispatch (grouped-query flag, packed single query,
+repeated keys with a mask), on the same `DynamicCache`, so the hidden states and the cache are
+bit-identical to the library's (tests/test_asr_llm_lean.py checks every pass kind the cursors
+use). The one table it keeps, cos/sin of every position, is computed with the library's formula
+for all positions at once, and checked bit-identical to the per-pass computation when built.
+
+Only the configuration it reproduces is taken (plain Qwen3 layers, default rotary, SDPA, CPU or
+CUDA); any other model keeps the library's forward (`for_model` returns None).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers.cache_utils import DynamicCache
+
+TABLE_POSITIONS = 4096  # rotary rows kept (a 30 s window and its prompt need under 1000); beyond, computed per pass
+
+
+class _Layer:
+    def __init__(self, layer) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.input_norm, self.post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
+        self.q, self.k, self.v, self.o = (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight,
+                                          attn.o_proj.weight)
+        self.q_norm, self.k_norm = attn.q_norm.weight, attn.k_norm.weight
+        self.gate, self.up, self.down = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
+
+
+class LeanQwen3:
+    """The decoder stack of one Qwen3 model (`language_model`), run without module overhead."""
+
+    def __init__(self, language_model) -> None:
+        config = language_model.config
+        self.embed = language_model.embed_tokens.weight
+        self.layers = [_Layer(layer) for layer in language_model.layers[: config.num_hidden_layers]]
+        self.norm = language_model.norm.weight
+        self.eps = float(config.rms_norm_eps)
+        self.head_dim = language_model.layers[0].self_attn.head_dim
+        self.scaling = language_model.layers[0].self_attn.scaling
+        self.groups = config.num_attention_heads // config.num_key_value_heads
+        self.dtype = self.embed.dtype
+        self.rotary = language_model.rotary_emb
+        self.probe = torch.empty(0, dtype=self.dtype, device=self.embed.device)
+        positions = torch.arange(min(config.max_position_embeddings, TABLE_POSITIONS), device=self.embed.device)[None]
+        with torch.inference_mode():
+            cos, sin = self.rotary(self.probe, positions)  # the library's own formula, all positions at once
+            for span in (positions[:, :1], positions[:, 3:40], positions[:, -7:]):  # as a pass computes them
+                c, s = self.rotary(self.probe, span)
+                if not (torch.equal(c, cos[:, span[0]]) and torch.equal(s, sin[:, span[0]])):
+                    raise ValueError("internal: rotary table differs from per-pass rotary embeddings")
+        self.cos, self.sin = cos[0], sin[0]
+
+    @staticmethod
+    def for_model(language_model) -> "LeanQwen3 | None":
+        """The lean forward of `language_model`, built once and kept on it; None where it would
+        not reproduce the library's pass exactly (another architecture, attention or rotary)."""
+        config = language_model.config
+        supported = (type(language_model).__name__ == "Qwen3Model" and config._attn_implementation == "sdpa"
+                     and config.rope_parameters.get("rope_type", "default") == "default"
+                     and "sliding_attention" not in config.layer_types and not config.attention_bias
+                     and config.hidden_act == "silu" and language_model.embed_tokens.weight.device.type in ("cpu", "cuda"))
+        if not supported:
+            return None
+        lean = language_model.__dict__.get("_foresay_lean")
+        if lean is None:
+            lean = LeanQwen3(language_model)
+            language_model.__dict__["_foresay_lean"] = lean
+        return lean
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * h.to(x.dtype)
+
+    @staticmethod
+    def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    def forward(self, cache: DynamicCache, positions: torch.Tensor, top: int, *, ids: torch.Tensor | None = None,
+                embeds: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden states [1, n, hidden] after the final norm of `ids` [1, n] (or `embeds` [1, n, hidden])
+        at `positions` [n] (on the model's device; `top` is their largest), appended to `cache`.
+        `mask`: None (causal after the cache) or additive [1, 1, n, cache + n]."""
+        hidden = F.embedding(ids, self.embed) if embeds is None else embeds
+        n = hidden.shape[1]
+        past = cache.get_seq_length()
+        if top < len(self.cos):
+            cos, sin = self.cos[positions][None, None], self.sin[positions][None, None]
+        else:
+            cos, sin = (t[:, None] for t in self.rotary(self.probe, positions[None]))
+        if mask is None and n > 1 and past:  # the library's boolean causal mask after a cache
+            kv = torch.arange(past + n, device=hidden.device)
+            mask = (kv[None, :] <= kv[past:, None])[None, None]
+        shape = (1, n, -1, self.head_dim)
+        for index, layer in enumerate(self.layers):
+            residual = hidden
+            x = self._rms(hidden, layer.input_norm)
+            q = self._rms(F.linear(x, layer.q).view(shape), layer.q_norm).transpose(1, 2)
+            k = self._rms(F.linear(x, layer.k).view(shape), layer.k_norm).transpose(1, 2)
+            v = F.linear(x, layer.v).view(shape).transpose(1, 2)
+            q = (q * cos) + (self._rotate_half(q) * sin)
+            k = (k * cos) + (self._rotate_half(k) * sin)
+            k, v = cache.update(k, v, index)
+            hidden = residual + F.linear(self._attend(q, k, v, mask, n), layer.o)
+            residual = hidden
+            x = self._rms(hidden, layer.post_norm)
+            hidden = residual + F.linear(F.silu(F.linear(x, layer.gate)) * F.linear(x, layer.up), layer.down)
+        return self._rms(hidden, self.norm)
+
+    def _attend(self, q, k, v, mask, n) -> torch.Tensor:
+        """transformers' `sdpa_attention_forward` for these inputs, branch for branch."""
+        causal, gqa, packed = mask is None and n > 1, False, False
+        if self.groups > 1:
+            if mask is None:
+                gqa = True
+            elif n == 1:
+                q, packed = q.reshape(1, q.shape[1] // self.groups, self.groups, q.shape[-1]), True
+            else:
+                k = k[:, :, None].expand(1, k.shape[1], self.groups, *k.shape[2:]).reshape(1, -1, *k.shape[2:])
+                v = v[:, :, None].expand(1, v.shape[1], self.groups, *v.shape[2:]).reshape(1, -1, *v.shape[2:])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0, scale=self.scaling,
+                                             is_causal=causal, enable_gqa=gqa)
+        if packed:
+            out = out.reshape(1, -1, n, v.shape[-1])
+        return out.transpose(1, 2).contiguous().reshape(1, n, -1)

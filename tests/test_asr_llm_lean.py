@@ -1,0 +1,84 @@
+"""The LLM decoder's lean forward (engine/asr/llm_lean.py) is the library's pass, bit for bit:
+every pass kind a cursor runs (prefill of the audio and prompt, one token, a chain after the
+cache, a tree with its additive mask, a one-node tree, after a kept path and a crop) gives
+exactly the logits and cache of transformers' Qwen3 forward, so greedy references are unchanged."""
+import pytest
+import torch
+
+from asr_support import noise_audio
+from llm_asr_support import llm_asr_models  # noqa: F401
+from foresay.engine.asr.llm_lean import LeanQwen3
+
+
+def _passes(loaded, audio, prompt):
+    """Logits of a fixed sequence of passes, and the cache they leave."""
+    cursor = loaded.cursor(loaded.encode(audio), prompt)
+    start = loaded.layout.asr_text
+    out = [cursor.extend([start]), cursor.extend([101, 102, 103])]
+    logits, _ = cursor.tree([5, 6, 7, 8, 9], [-1, 0, 1, 0, -1], [4, 4, 4, 4, 2])
+    out.append(logits)
+    cursor.keep_path([0, 3])
+    logits, _ = cursor.tree([11], [-1], [6])
+    out.append(logits)
+    cursor.drop_tree()
+    cursor.sync([start, 101, 102, 103, 5, 8, 12])  # keeps 6 of 6, feeds 12
+    cursor.sync([start, 101, 102, 77])  # crops to 3
+    out.append(cursor.extend([77, 78]))
+    cache = [t for layer in cursor.cache.layers for t in (layer.keys, layer.values)]
+    return cursor, out, cache
+
+
+def _models(llm_asr_models):
+    from foresay.engine.demo.models import DEMO_LLM_ASR, demo_models_root
+
+    names = ["tiny-random-qwen3-asr", "tiny-random-qwen3-asr-draft"]
+    shipped = (demo_models_root() / DEMO_LLM_ASR["demo-llm"] / "config.json").exists()
+    models = [llm_asr_models(name) for name in names]
+    if shipped:
+        from foresay.engine.asr.pairs import load_pair
+
+        pair = load_pair("demo-llm", "demo-llm-draft")
+        models += [pair.target, pair.draft]
+    return models
+
+
+def test_lean_passes_are_bit_identical_to_the_library(llm_asr_models, monkeypatch):
+    torch.set_num_threads(1)
+    models = _models(llm_asr_models)
+    for seed, loaded in enumerate(models):
+        audio, prompt = noise_audio(seed, 1.5), [300 + seed, 301]
+        lean_cursor, lean, lean_cache = _passes(loaded, audio, prompt)
+        assert lean_cursor.lean is not None
+        library_cursor, library, library_cache = _passes_without_lean(loaded, audio, prompt, monkeypatch)
+        assert library_cursor.lean is None and library_cursor.cached == lean_cursor.cached
+        for a, b in zip(lean, library, strict=True):
+            assert torch.equal(a, b)
+        for a, b in zip(lean_cache, library_cache, strict=True):
+            assert torch.equal(a, b)
+
+
+def test_lean_forward_is_only_taken_where_it_reproduces_the_library(llm_asr_models):
+    assert LeanQwen3.for_model(llm_asr_models("tiny-random-qwen3-asr", "eager").model.model.language_model) is None
+    sdpa = llm_asr_models("tiny-random-qwen3-asr", "sdpa").model.model.language_model
+    assert LeanQwen3.for_model(sdpa) is LeanQwen3.for_model(sdpa)  # built once per model
+
+
+def test_positions_past_the_rotary_table_are_computed_as_the_library_does(llm_asr_models, monkeypatch):
+    import foresay.engine.asr.llm_lean as lean_module
+
+    loaded = llm_asr_models("tiny-random-qwen3-asr")
+    audio, prompt = noise_audio(7, 1.5), [300]
+    _, library_out, _ = _passes_without_lean(loaded, audio, prompt, monkeypatch)
+    language_model = loaded.model.model.language_model
+    monkeypatch.setattr(lean_module, "TABLE_POSITIONS", 16)  # the context alone runs past it
+    monkeypatch.delitem(language_model.__dict__, "_foresay_lean", raising=False)
+    cursor, lean_out, _ = _passes(loaded, audio, prompt)
+    assert len(cursor.lean.cos) == 16 and cursor.context_length > 16
+    for a, b in zip(lean_out, library_out, strict=True):
+        assert torch.equal(a, b)
+
+
+def _passes_without_lean(loaded, audio, prompt, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(LeanQwen3, "for_model", staticmethod(lambda language_model: None))
+        return _passes(loaded, audio, prompt)
