@@ -82,3 +82,26 @@ def _passes_without_lean(loaded, audio, prompt, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(LeanQwen3, "for_model", staticmethod(lambda language_model: None))
         return _passes(loaded, audio, prompt)
+
+
+def test_a_deferred_prefill_joins_the_first_chain_and_scores_as_a_prefilled_cursor(llm_asr_models):
+    """The draft's cursor: context and first chain in one pass (one pass fewer), the same logits
+    up to rounding, then the same cache; a tree as the first pass prefills first."""
+    loaded = llm_asr_models("tiny-random-qwen3-asr-draft")
+    embeds, start = loaded.encode(noise_audio(3, 1.5)), loaded.layout.asr_text
+    for first in ("chain", "tree"):
+        eager, deferred = loaded.cursor(embeds, [300]), loaded.cursor(embeds, [300], deferred=True)
+        assert deferred.context_length == eager.context_length and deferred.passes == 0
+        for cursor in (eager, deferred):
+            if first == "chain":
+                cursor.logits = [cursor.extend([start, 101, 102])]
+            else:
+                cursor.logits = [cursor.tree([start, 101, 102], [-1, 0, 0], [0, 0, 0])[0]]
+                cursor.keep_path([0, 2])
+            cursor.logits.append(cursor.extend([103]))
+            cursor.logits.append(cursor.tree([7, 8], [-1, 0], [2, 2])[0])
+            cursor.drop_tree()
+        assert deferred.passes == eager.passes - (first == "chain")
+        assert deferred.cached == eager.cached
+        for a, b in zip(deferred.logits, eager.logits, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

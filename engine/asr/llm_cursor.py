@@ -26,12 +26,18 @@ class LlmCursor(CacheCursor):
     """`model` has `model.language_model` (the decoder stack), `model.get_input_embeddings()`,
     `lm_head`, `config.text_config`, `dtype` and `device` (a Qwen3ASRForConditionalGeneration)."""
 
-    def __init__(self, model, context: torch.Tensor) -> None:
+    def __init__(self, model, context: torch.Tensor, deferred: bool = False) -> None:
+        """`deferred`: the context joins the first chain pass instead of a pass of its own (one
+        pass fewer; for a draft only, as the joint pass need not give the same bits as two)."""
         super().__init__(model, DynamicCache())
         self.device = model.device  # read once: a module's device property walks its parameters
         # the same passes without the library's per-pass overhead, where they are bit-identical (llm_lean.py)
         self.lean = LeanQwen3.for_model(model.model.language_model)
-        self._prefill(context)
+        self._deferred: torch.Tensor | None = None
+        if deferred:
+            self._deferred, self.context_length = context, int(context.shape[0])
+        else:
+            self._prefill(context)
 
     @property
     def max_positions(self) -> int:
@@ -41,22 +47,33 @@ class LlmCursor(CacheCursor):
         return self.cache.layers
 
     @torch.inference_mode()
-    def _prefill(self, context: torch.Tensor) -> None:
-        """Run the context embeddings [n, hidden] into the cache (one decoder pass)."""
+    def _prefill(self, context: torch.Tensor, tokens: Sequence[int] = ()) -> torch.Tensor:
+        """Run the context embeddings [n, hidden] into the cache (one decoder pass), followed by
+        `tokens` when given (a causal chain after it); the hidden states of `tokens`."""
         n = int(context.shape[0])
         device = self.device
-        embeds, positions = context[None].to(device, self.model.dtype), torch.arange(n, device=device)
+        embeds = context[None].to(device, self.model.dtype)
+        if tokens:
+            ids = torch.tensor([list(tokens)], device=device)
+            embeds = torch.cat([embeds, self.model.model.language_model.embed_tokens(ids)], dim=1)
+        positions = torch.arange(embeds.shape[1], device=device)
         if self.lean is not None:
-            self.lean.forward(self.cache, positions, n - 1, embeds=embeds)
+            hidden = self.lean.forward(self.cache, positions, embeds.shape[1] - 1, embeds=embeds)
         else:
-            self.model.model.language_model(inputs_embeds=embeds, position_ids=positions[None],
-                                            past_key_values=self.cache, use_cache=True)
+            hidden = self.model.model.language_model(inputs_embeds=embeds, position_ids=positions[None],
+                                                     past_key_values=self.cache, use_cache=True).last_hidden_state
         self.context_length = n
         self.passes += 1
+        return hidden[:, n:]
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
         top = self._check_room(tokens, positions) + self.context_length
+        if self._deferred is not None:
+            context, self._deferred = self._deferred, None
+            if attention_mask is None:  # a chain after the empty cache: one causal pass with the context
+                return self.model.lm_head(self._prefill(context, tokens))[0].float()
+            self._prefill(context)
         device = self.device
         ids = torch.tensor([list(tokens)], device=device)
         positions = (positions + self.context_length).to(device)

@@ -182,10 +182,12 @@ class LoadedLlmAsr:
         after = torch.tensor(layout.after_audio, device=self.device)
         return torch.cat([embed(before), audio_embeds.to(self.model.dtype), embed(after)])
 
-    def cursor(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = (), model=None) -> LlmCursor:
+    def cursor(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = (), model=None,
+               deferred: bool = False) -> LlmCursor:
         """A decoder cursor with the audio and prompt prefilled (`model`: a stand-in decoder
-        sharing this one's embeddings, for tests)."""
-        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt))
+        sharing this one's embeddings, for tests; `deferred`: prefilled with the first chain, for
+        a draft, see LlmCursor)."""
+        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt), deferred)
 
 
 def encode_both(target: LoadedLlmAsr, draft: LoadedLlmAsr, audio: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
