@@ -71,7 +71,7 @@ def test_positions_past_the_rotary_table_are_computed_as_the_library_does(llm_as
     _, library_out, _ = _passes_without_lean(loaded, audio, prompt, monkeypatch)
     language_model = loaded.model.model.language_model
     monkeypatch.setattr(lean_module, "TABLE_POSITIONS", 16)  # the context alone runs past it
-    monkeypatch.delitem(language_model.__dict__, "_foresay_lean", raising=False)
+    monkeypatch.delitem(language_model.__dict__, "_foresay_LeanQwen3", raising=False)
     cursor, lean_out, _ = _passes(loaded, audio, prompt)
     assert len(cursor.lean.cos) == 16 and cursor.context_length > 16
     for a, b in zip(lean_out, library_out, strict=True):
@@ -84,24 +84,42 @@ def _passes_without_lean(loaded, audio, prompt, monkeypatch):
         return _passes(loaded, audio, prompt)
 
 
-def test_a_deferred_prefill_joins_the_first_chain_and_scores_as_a_prefilled_cursor(llm_asr_models):
-    """The draft's cursor: context and first chain in one pass (one pass fewer), the same logits
-    up to rounding, then the same cache; a tree as the first pass prefills first."""
+def _draft_and_target_cursors(loaded, embeds, start, first):
+    """Logits of the same passes through a target cursor and a draft cursor."""
+    target, draft = loaded.cursor(embeds, [300]), loaded.cursor(embeds, [300], draft=True)
+    assert draft.context_length == target.context_length and draft.passes == 0
+    assert type(draft.lean).__name__ == "FastDraftQwen3" and type(target.lean).__name__ == "LeanQwen3"
+    for cursor in (target, draft):
+        if first == "chain":
+            cursor.logits = [cursor.extend([start, 101, 102])]
+        else:
+            cursor.logits = [cursor.tree([start, 101, 102], [-1, 0, 0], [0, 0, 0])[0]]
+            cursor.keep_path([0, 2])
+        cursor.logits.append(cursor.extend([103]))
+        cursor.logits.append(cursor.extend([104, 105]))
+        cursor.logits.append(cursor.tree([7, 8], [-1, 0], [2, 2])[0])
+        cursor.drop_tree()
+        cursor.logits.append(cursor.tree([9], [-1], [3])[0])
+        cursor.drop_tree()
+    assert draft.passes == target.passes - (first == "chain")  # the prefill joined the first chain
+    assert draft.cached == target.cached
+    for a, b in zip(draft.logits, target.logits, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_a_draft_cursor_scores_as_a_target_cursor_up_to_rounding(llm_asr_models, monkeypatch):
+    """A draft's cursor: the context joins its first chain (one pass fewer; a tree as the first
+    pass prefills first) and its passes run the fast forward; the logits are the target
+    cursor's up to rounding, rotary positions past the table included."""
+    import foresay.engine.asr.llm_lean as lean_module
+
+    for loaded in _models(llm_asr_models):
+        embeds = loaded.encode(noise_audio(3, 1.5))
+        for first in ("chain", "tree"):
+            _draft_and_target_cursors(loaded, embeds, loaded.layout.asr_text, first)
     loaded = llm_asr_models("tiny-random-qwen3-asr-draft")
-    embeds, start = loaded.encode(noise_audio(3, 1.5)), loaded.layout.asr_text
-    for first in ("chain", "tree"):
-        eager, deferred = loaded.cursor(embeds, [300]), loaded.cursor(embeds, [300], deferred=True)
-        assert deferred.context_length == eager.context_length and deferred.passes == 0
-        for cursor in (eager, deferred):
-            if first == "chain":
-                cursor.logits = [cursor.extend([start, 101, 102])]
-            else:
-                cursor.logits = [cursor.tree([start, 101, 102], [-1, 0, 0], [0, 0, 0])[0]]
-                cursor.keep_path([0, 2])
-            cursor.logits.append(cursor.extend([103]))
-            cursor.logits.append(cursor.tree([7, 8], [-1, 0], [2, 2])[0])
-            cursor.drop_tree()
-        assert deferred.passes == eager.passes - (first == "chain")
-        assert deferred.cached == eager.cached
-        for a, b in zip(deferred.logits, eager.logits, strict=True):
-            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    language_model = loaded.model.model.language_model
+    monkeypatch.setattr(lean_module, "TABLE_POSITIONS", 16)
+    for key in ("_foresay_LeanQwen3", "_foresay_FastDraftQwen3"):
+        monkeypatch.delitem(language_model.__dict__, key, raising=False)
+    _draft_and_target_cursors(loaded, loaded.encode(noise_audio(4, 1.5)), loaded.layout.asr_text, "chain")

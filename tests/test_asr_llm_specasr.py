@@ -31,7 +31,7 @@ def run(target, draft, seed, config, forced=(), prompt=(), recycled=(), tokens=T
     prefix = target.layout.decoder_prefix(forced)
     reference = greedy_loop(target.cursor(target.encode(audio), prompt), prefix, target.rules, target.layout.end, tokens)
     result = speculative_loop(target.cursor(target.encode(audio), prompt),
-                              draft.cursor(draft.encode(audio), prompt, deferred=True),
+                              draft.cursor(draft.encode(audio), prompt, draft=True),
                               prefix, target.rules, target.layout.end, config, tokens, recycled=recycled)
     return reference, result
 

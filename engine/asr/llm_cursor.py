@@ -19,22 +19,23 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from foresay.engine.asr.cursor import CacheCursor
-from foresay.engine.asr.llm_lean import LeanQwen3
+from foresay.engine.asr.llm_lean import FastDraftQwen3, LeanQwen3
 
 
 class LlmCursor(CacheCursor):
     """`model` has `model.language_model` (the decoder stack), `model.get_input_embeddings()`,
     `lm_head`, `config.text_config`, `dtype` and `device` (a Qwen3ASRForConditionalGeneration)."""
 
-    def __init__(self, model, context: torch.Tensor, deferred: bool = False) -> None:
-        """`deferred`: the context joins the first chain pass instead of a pass of its own (one
-        pass fewer; for a draft only, as the joint pass need not give the same bits as two)."""
+    def __init__(self, model, context: torch.Tensor, draft: bool = False) -> None:
+        """A `draft` cursor's passes need not give the library's bits (the target decides every
+        token): the context joins the first chain pass instead of a pass of its own (one pass
+        fewer), and passes run `FastDraftQwen3`. Other cursors run `LeanQwen3`, the library's pass
+        bit for bit without its per-pass overhead (llm_lean.py)."""
         super().__init__(model, DynamicCache())
         self.device = model.device  # read once: a module's device property walks its parameters
-        # the same passes without the library's per-pass overhead, where they are bit-identical (llm_lean.py)
-        self.lean = LeanQwen3.for_model(model.model.language_model)
+        self.lean = (FastDraftQwen3 if draft else LeanQwen3).for_model(model.model.language_model)
         self._deferred: torch.Tensor | None = None
-        if deferred:
+        if draft:
             self._deferred, self.context_length = context, int(context.shape[0])
         else:
             self._prefill(context)

@@ -55,10 +55,10 @@ class LeanQwen3:
                     raise ValueError("internal: rotary table differs from per-pass rotary embeddings")
         self.cos, self.sin = cos[0], sin[0]
 
-    @staticmethod
-    def for_model(language_model) -> "LeanQwen3 | None":
-        """The lean forward of `language_model`, built once and kept on it; None where it would
-        not reproduce the library's pass exactly (another architecture, attention or rotary)."""
+    @classmethod
+    def for_model(cls, language_model) -> "LeanQwen3 | None":
+        """This forward of `language_model`, built once and kept on it; None where it would not
+        reproduce the library's pass (another architecture, attention or rotary)."""
         config = language_model.config
         supported = (type(language_model).__name__ == "Qwen3Model" and config._attn_implementation == "sdpa"
                      and config.rope_parameters.get("rope_type", "default") == "default"
@@ -66,11 +66,19 @@ class LeanQwen3:
                      and config.hidden_act == "silu" and language_model.embed_tokens.weight.device.type in ("cpu", "cuda"))
         if not supported:
             return None
-        lean = language_model.__dict__.get("_foresay_lean")
+        key = f"_foresay_{cls.__name__}"
+        lean = language_model.__dict__.get(key)
         if lean is None:
-            lean = LeanQwen3(language_model)
-            language_model.__dict__["_foresay_lean"] = lean
+            lean = cls(language_model)
+            language_model.__dict__[key] = lean
         return lean
+
+    def _cos_sin(self, positions: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary cos and sin [n, head_dim] of `positions` (largest `top`)."""
+        if top < len(self.cos):
+            return self.cos[positions], self.sin[positions]
+        cos, sin = self.rotary(self.probe, positions[None])
+        return cos[0], sin[0]
 
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         h = x.to(torch.float32)
@@ -90,10 +98,7 @@ class LeanQwen3:
         hidden = F.embedding(ids, self.embed) if embeds is None else embeds
         n = hidden.shape[1]
         past = cache.get_seq_length()
-        if top < len(self.cos):
-            cos, sin = self.cos[positions][None, None], self.sin[positions][None, None]
-        else:
-            cos, sin = (t[:, None] for t in self.rotary(self.probe, positions[None]))
+        cos, sin = (t[None, None] for t in self._cos_sin(positions, top))
         if mask is None and n > 1 and past:  # the library's boolean causal mask after a cache
             kv = torch.arange(past + n, device=hidden.device)
             mask = (kv[None, :] <= kv[past:, None])[None, None]
@@ -129,3 +134,55 @@ class LeanQwen3:
         if packed:
             out = out.reshape(1, -1, n, v.shape[-1])
         return out.transpose(1, 2).contiguous().reshape(1, n, -1)
+
+
+class FastDraftQwen3(LeanQwen3):
+    """A draft's decoder pass in fewer operations: one projection for queries, keys and values,
+    one for the gate and up projections, one norm and one rotation over the queries and keys
+    together, grouped-query SDPA throughout. The same function up to rounding, not bit for bit
+    (the library's pass is not this one), so it runs drafts only: the target's verification
+    decides every token, so the output cannot change (demo draft pass 0.27 -> 0.20 ms)."""
+
+    def __init__(self, language_model) -> None:
+        super().__init__(language_model)
+        config = language_model.config
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        for layer in self.layers:
+            layer.qkv = torch.cat([layer.q, layer.k, layer.v])
+            layer.gate_up = torch.cat([layer.gate, layer.up])
+            layer.qk_norm = torch.cat([layer.q_norm.expand(self.heads, -1), layer.k_norm.expand(self.kv_heads, -1)])
+        self.signed_sin = self._signed(self.sin)
+
+    def _signed(self, sin: torch.Tensor) -> torch.Tensor:
+        """sin with its first half negated: rotate_half(x) * sin == x.roll(half) * signed sin."""
+        half = self.head_dim // 2
+        return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+
+    def forward(self, cache: DynamicCache, positions: torch.Tensor, top: int, *, ids: torch.Tensor | None = None,
+                embeds: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = F.embedding(ids, self.embed) if embeds is None else embeds
+        n, width, head = hidden.shape[1], hidden.shape[-1], self.head_dim
+        past = cache.get_seq_length()
+        if top < len(self.cos):
+            cos, sin = self.cos[positions], self.signed_sin[positions]
+        else:
+            cos, sin = self._cos_sin(positions, top)
+            sin = self._signed(sin)
+        cos, sin = cos[None, :, None], sin[None, :, None]
+        if mask is None and n > 1 and past:
+            kv = torch.arange(past + n, device=hidden.device)
+            mask = (kv[None, :] <= kv[past:, None])[None, None]
+        rotated = self.heads + self.kv_heads
+        for index, layer in enumerate(self.layers):
+            x = F.rms_norm(hidden, (width,), layer.input_norm, self.eps)
+            qkv = F.linear(x, layer.qkv).view(1, n, rotated + self.kv_heads, head)
+            qk = F.rms_norm(qkv[:, :, :rotated], (head,), None, self.eps) * layer.qk_norm
+            qk = qk * cos + qk.roll(head // 2, -1) * sin
+            k, v = cache.update(qk[:, :, self.heads:].transpose(1, 2), qkv[:, :, rotated:].transpose(1, 2), index)
+            out = F.scaled_dot_product_attention(qk[:, :, :self.heads].transpose(1, 2), k, v, attn_mask=mask,
+                                                 scale=self.scaling, is_causal=mask is None and n > 1, enable_gqa=True)
+            hidden = hidden + F.linear(out.transpose(1, 2).reshape(1, n, -1), layer.o)
+            gate_up = F.linear(F.rms_norm(hidden, (width,), layer.post_norm, self.eps), layer.gate_up)
+            gate, up = gate_up.chunk(2, dim=-1)
+            hidden = hidden + F.linear(F.silu(gate) * up, layer.down)
+        return F.rms_norm(hidden, (width,), self.norm, self.eps)

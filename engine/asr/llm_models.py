@@ -183,11 +183,10 @@ class LoadedLlmAsr:
         return torch.cat([embed(before), audio_embeds.to(self.model.dtype), embed(after)])
 
     def cursor(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = (), model=None,
-               deferred: bool = False) -> LlmCursor:
+               draft: bool = False) -> LlmCursor:
         """A decoder cursor with the audio and prompt prefilled (`model`: a stand-in decoder
-        sharing this one's embeddings, for tests; `deferred`: prefilled with the first chain, for
-        a draft, see LlmCursor)."""
-        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt), deferred)
+        sharing this one's embeddings, for tests; `draft`: a drafting cursor, see LlmCursor)."""
+        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt), draft)
 
 
 def encode_both(target: LoadedLlmAsr, draft: LoadedLlmAsr, audio: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
