@@ -123,3 +123,26 @@ def test_a_draft_cursor_scores_as_a_target_cursor_up_to_rounding(llm_asr_models,
     for key in ("_foresay_LeanQwen3", "_foresay_FastDraftQwen3"):
         monkeypatch.delitem(language_model.__dict__, key, raising=False)
     _draft_and_target_cursors(loaded, loaded.encode(noise_audio(4, 1.5)), loaded.layout.asr_text, "chain")
+
+
+def test_a_rotary_table_that_differs_from_per_pass_rotary_is_not_used(llm_asr_models, monkeypatch):
+    loaded = llm_asr_models("tiny-random-qwen3-asr")
+    audio, prompt = noise_audio(8, 1.5), [300]
+    _, library_out, _ = _passes_without_lean(loaded, audio, prompt, monkeypatch)
+    language_model = loaded.model.model.language_model
+    rotary = language_model.rotary_emb
+    full = rotary.forward
+
+    def drifting(x, position_ids):  # the all-positions table comes out one ulp off
+        cos, sin = full(x, position_ids)
+        return (torch.nextafter(cos, cos + 1), sin) if position_ids.shape[1] > 100 else (cos, sin)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rotary, "forward", drifting)
+        lean = LeanQwen3(language_model)
+    assert len(lean.cos) == 0
+    monkeypatch.setitem(language_model.__dict__, "_foresay_LeanQwen3", lean)
+    cursor, lean_out, _ = _passes(loaded, audio, prompt)
+    assert cursor.lean is lean
+    for a, b in zip(lean_out, library_out, strict=True):
+        assert torch.equal(a, b)

@@ -83,7 +83,8 @@ class CacheCursor(ABC):
         allowed = torch.zeros(n, ctx + past + n, dtype=torch.bool)
         allowed[:, :ctx] = True
         allowed[:, ctx: ctx + past] = torch.arange(past)[None, :] < torch.tensor(context)[:, None]
-        allowed[[i for i, path in enumerate(paths) for _ in path], [ctx + past + j for path in paths for j in path]] = True
+        rows = [i for i, path in enumerate(paths) for _ in path]
+        allowed[rows, [ctx + past + j for path in paths for j in path]] = True  # each node sees its path
         dtype = self.model.dtype
         mask = torch.zeros(n, ctx + past + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         position_tensor = torch.tensor(positions)

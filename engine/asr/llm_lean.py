@@ -6,13 +6,18 @@ calls, config look-ups, mask building, rotary tables recomputed per pass, output
 in the same order and with the same SDPA dispatch (grouped-query flag, packed single query,
 repeated keys with a mask), on the same `DynamicCache`, so the hidden states and the cache are
 bit-identical to the library's (tests/test_asr_llm_lean.py checks every pass kind the cursors
-use). The one table it keeps, cos/sin of every position, is computed with the library's formula
-for all positions at once, and checked bit-identical to the per-pass computation when built.
+use). The one table it keeps, cos/sin of the first positions, is computed with the library's
+formula for all of them at once, and checked bit-identical to the per-pass computation when built
+(where it is not, every pass computes its own). `FastDraftQwen3` (below) is a looser, faster
+pass for drafts only.
 
 Only the configuration it reproduces is taken (plain Qwen3 layers, default rotary, SDPA, CPU or
-CUDA); any other model keeps the library's forward (`for_model` returns None).
+CUDA, the library's default SDPA dispatch); any other model keeps the library's forward
+(`for_model` returns None).
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +57,8 @@ class LeanQwen3:
             for span in (positions[:, :1], positions[:, 3:40], positions[:, -7:]):  # as a pass computes them
                 c, s = self.rotary(self.probe, span)
                 if not (torch.equal(c, cos[:, span[0]]) and torch.equal(s, sin[:, span[0]])):
-                    raise ValueError("internal: rotary table differs from per-pass rotary embeddings")
+                    cos, sin = cos[:, :0], sin[:, :0]  # not the same bits here: every pass computes its own
+                    break
         self.cos, self.sin = cos[0], sin[0]
 
     @classmethod
@@ -60,10 +66,12 @@ class LeanQwen3:
         """This forward of `language_model`, built once and kept on it; None where it would not
         reproduce the library's pass (another architecture, attention or rotary)."""
         config = language_model.config
+        rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
         supported = (type(language_model).__name__ == "Qwen3Model" and config._attn_implementation == "sdpa"
-                     and config.rope_parameters.get("rope_type", "default") == "default"
-                     and "sliding_attention" not in config.layer_types and not config.attention_bias
-                     and config.hidden_act == "silu" and language_model.embed_tokens.weight.device.type in ("cpu", "cuda"))
+                     and rope == "default" and not config.attention_bias and config.hidden_act == "silu"
+                     and "sliding_attention" not in (getattr(config, "layer_types", None) or ())
+                     and os.environ.get("TRANSFORMERS_SDPA_FORCE_GQA", "0") != "1"  # the library's dispatch
+                     and language_model.embed_tokens.weight.device.type in ("cpu", "cuda"))
         if not supported:
             return None
         key = f"_foresay_{cls.__name__}"
