@@ -146,3 +146,16 @@ def test_a_rotary_table_that_differs_from_per_pass_rotary_is_not_used(llm_asr_mo
     assert cursor.lean is lean
     for a, b in zip(lean_out, library_out, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_draft_forward_follows_weights_changed_in_place(llm_asr_models):
+    from llm_asr_support import independent
+
+    loaded = independent(llm_asr_models("tiny-random-qwen3-asr-draft"), seed=5)  # its own weights to change
+    embeds, start = loaded.encode(noise_audio(9, 1.0)), loaded.layout.asr_text
+    loaded.cursor(embeds, draft=True).extend([start])  # builds the fused weights
+    with torch.no_grad():
+        loaded.model.model.language_model.layers[0].self_attn.q_proj.weight.mul_(3.0)
+        loaded.model.model.language_model.layers[1].mlp.up_proj.weight.add_(0.5)
+    draft = loaded.cursor(embeds, draft=True).extend([start, 101])
+    torch.testing.assert_close(draft, loaded.cursor(embeds).extend([start, 101]), atol=1e-4, rtol=1e-4)

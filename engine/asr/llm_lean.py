@@ -76,10 +76,14 @@ class LeanQwen3:
             return None
         key = f"_foresay_{cls.__name__}"
         lean = language_model.__dict__.get(key)
-        if lean is None:
+        if lean is None or not lean.current():
             lean = cls(language_model)
             language_model.__dict__[key] = lean
         return lean
+
+    def current(self) -> bool:
+        """Whether this forward still computes the model's pass (it reads the weights themselves)."""
+        return True
 
     def _cos_sin(self, positions: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotary cos and sin [n, head_dim] of `positions` (largest `top`)."""
@@ -160,6 +164,16 @@ class FastDraftQwen3(LeanQwen3):
             layer.gate_up = torch.cat([layer.gate, layer.up])
             layer.qk_norm = torch.cat([layer.q_norm.expand(self.heads, -1), layer.k_norm.expand(self.kv_heads, -1)])
         self.signed_sin = self._signed(self.sin)
+        self._sources = [t for layer in self.layers for t in (layer.q, layer.k, layer.v, layer.gate, layer.up,
+                                                              layer.q_norm, layer.k_norm)]
+        self._stamp = self._versions()
+
+    def _versions(self) -> tuple[int, ...]:
+        return tuple(t._version for t in self._sources)
+
+    def current(self) -> bool:
+        """The fused weights are copies: weights changed in place since (training) make it stale."""
+        return self._versions() == self._stamp
 
     def _signed(self, sin: torch.Tensor) -> torch.Tensor:
         """sin with its first half negated: rotate_half(x) * sin == x.roll(half) * signed sin."""
