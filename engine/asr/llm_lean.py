@@ -11,9 +11,10 @@ formula for all of them at once, and checked bit-identical to the per-pass compu
 (where it is not, every pass computes its own). `FastDraftQwen3` (below) is a looser, faster
 pass for drafts only.
 
-Only the configuration it reproduces is taken (plain Qwen3 layers, default rotary, SDPA, CPU or
-CUDA, the library's default SDPA dispatch); any other model keeps the library's forward
-(`for_model` returns None).
+Only the configuration it reproduces is taken (plain Qwen3 layers, default rotary, SDPA, the
+library's default SDPA dispatch) on CPU, where the bit-identity is tested; any other model or
+device (CUDA: not checked yet, no GPU was at hand) keeps the library's forward (`for_model`
+returns None).
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ class LeanQwen3:
                      and rope == "default" and not config.attention_bias and config.hidden_act == "silu"
                      and "sliding_attention" not in (getattr(config, "layer_types", None) or ())
                      and os.environ.get("TRANSFORMERS_SDPA_FORCE_GQA", "0") != "1"  # the library's dispatch
-                     and language_model.embed_tokens.weight.device.type in ("cpu", "cuda"))
+                     and language_model.embed_tokens.weight.device.type == "cpu")  # checked on CPU only
         if not supported:
             return None
         key = f"_foresay_{cls.__name__}"
