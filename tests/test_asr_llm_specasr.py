@@ -30,7 +30,8 @@ def run(target, draft, seed, config, forced=(), prompt=(), recycled=(), tokens=T
     audio = noise_audio(seed)
     prefix = target.layout.decoder_prefix(forced)
     reference = greedy_loop(target.cursor(target.encode(audio), prompt), prefix, target.rules, target.layout.end, tokens)
-    result = speculative_loop(target.cursor(target.encode(audio), prompt), draft.cursor(draft.encode(audio), prompt),
+    result = speculative_loop(target.cursor(target.encode(audio), prompt),
+                              draft.cursor(draft.encode(audio), prompt, draft=True),
                               prefix, target.rules, target.layout.end, config, tokens, recycled=recycled)
     return reference, result
 

@@ -68,10 +68,7 @@ class CacheCursor(ABC):
         [n, vocab] and the nodes' sequence positions [n]."""
         self._no_open_tree()
         n, past, ctx = len(tokens), len(self.cached), self.context_length
-        context = [0] * n
-        positions = [0] * n
-        allowed = torch.zeros(n, ctx + past + n, dtype=torch.bool)
-        allowed[:, :ctx] = True
+        context, positions, paths = [0] * n, [0] * n, []  # paths: each node's ancestors and itself
         for i, parent in enumerate(parents):
             if parent >= i:
                 raise AsrError(f"tree node {i} has parent {parent}; parents must come first")
@@ -79,11 +76,15 @@ class CacheCursor(ABC):
                 context[i], positions[i] = root_context[i], root_context[i]
                 if not 0 <= context[i] <= past:
                     raise AsrError(f"tree root {i} follows {context[i]} cache entries; the cache has {past}")
+                paths.append([i])
             else:
                 context[i], positions[i] = context[parent], positions[parent] + 1
-                allowed[i, ctx + past:] = allowed[parent, ctx + past:]
-            allowed[i, ctx: ctx + context[i]] = True
-            allowed[i, ctx + past + i] = True
+                paths.append(paths[parent] + [i])
+        allowed = torch.zeros(n, ctx + past + n, dtype=torch.bool)
+        allowed[:, :ctx] = True
+        allowed[:, ctx: ctx + past] = torch.arange(past)[None, :] < torch.tensor(context)[:, None]
+        rows = [i for i, path in enumerate(paths) for _ in path]
+        allowed[rows, [ctx + past + j for path in paths for j in path]] = True  # each node sees its path
         dtype = self.model.dtype
         mask = torch.zeros(n, ctx + past + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         position_tensor = torch.tensor(positions)
@@ -92,13 +93,17 @@ class CacheCursor(ABC):
         self._tree_tokens = list(tokens)
         return logits, position_tensor
 
+    @torch.inference_mode()
     def keep_path(self, nodes: Sequence[int]) -> None:
         """Keep the open tree's `nodes` (a root-to-node path, in order) after the cache."""
-        past = self.context_length + len(self.cached)
-        index = torch.tensor([*range(past), *(past + i for i in nodes)], device=self.model.device)
-        for layer in self._cache_layers():
-            layer.keys = layer.keys.index_select(-2, index)
-            layer.values = layer.values.index_select(-2, index)
+        past, kept = self.context_length + len(self.cached), len(nodes)
+        moved = list(nodes) != list(range(kept))  # a path down the first nodes is in place already
+        source = torch.tensor([past + i for i in nodes], device=self.model.device) if moved else None
+        for layer in self._cache_layers():  # only the path's entries move; the cache before them stays
+            if moved:
+                layer.keys[..., past: past + kept, :] = layer.keys.index_select(-2, source)
+                layer.values[..., past: past + kept, :] = layer.values.index_select(-2, source)
+            layer.keys, layer.values = layer.keys[..., : past + kept, :], layer.values[..., : past + kept, :]
         self.cached.extend(self._tree_tokens[i] for i in nodes)
         self._tree_nodes = 0
 
@@ -117,11 +122,14 @@ class CacheCursor(ABC):
         if self._tree_nodes:
             raise AsrError("internal: a scored tree must be kept or dropped before the next pass")
 
-    def _check_room(self, tokens: Sequence[int], positions: torch.Tensor) -> None:
+    def _check_room(self, tokens: Sequence[int], positions: torch.Tensor) -> int:
+        """The largest of `positions`, checked against the decoder's room."""
         if not tokens:
             raise AsrError("internal: a decoder pass needs at least one token")
-        if int(positions.max()) >= self.max_positions:
+        top = int(positions.max())
+        if top >= self.max_positions:
             raise AsrError(f"the decoder sequence would exceed {self.max_positions} tokens")
+        return top
 
 
 class DecoderCursor(CacheCursor):

@@ -57,7 +57,7 @@ class LlmSpecAsrBackend(_LlmBackend):
         prompt = self._prompt(prompt)
         with torch.inference_mode():
             target_embeds, draft_embeds = encode_both(self.target, self.draft, audio)
-            drafter = self.draft.cursor(draft_embeds, prompt)
+            drafter = self.draft.cursor(draft_embeds, prompt, draft=True)
             verifier = self.target.cursor(target_embeds, prompt)
         layout = self.target.layout
         result = speculative_loop(verifier, drafter, layout.decoder_prefix(forced), self.target.rules, layout.end,

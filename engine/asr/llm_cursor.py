@@ -19,16 +19,26 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from foresay.engine.asr.cursor import CacheCursor
+from foresay.engine.asr.llm_lean import FastDraftQwen3, LeanQwen3
 
 
 class LlmCursor(CacheCursor):
     """`model` has `model.language_model` (the decoder stack), `model.get_input_embeddings()`,
     `lm_head`, `config.text_config`, `dtype` and `device` (a Qwen3ASRForConditionalGeneration)."""
 
-    def __init__(self, model, context: torch.Tensor) -> None:
+    def __init__(self, model, context: torch.Tensor, draft: bool = False) -> None:
+        """A `draft` cursor's passes need not give the library's bits (the target decides every
+        token): the context joins the first chain pass instead of a pass of its own (one pass
+        fewer), and passes run `FastDraftQwen3`. Other cursors run `LeanQwen3`, the library's pass
+        bit for bit without its per-pass overhead (llm_lean.py)."""
         super().__init__(model, DynamicCache())
         self.device = model.device  # read once: a module's device property walks its parameters
-        self._prefill(context)
+        self.lean = (FastDraftQwen3 if draft else LeanQwen3).for_model(model.model.language_model)
+        self._deferred: torch.Tensor | None = None
+        if draft:
+            self._deferred, self.context_length = context, int(context.shape[0])
+        else:
+            self._prefill(context)
 
     @property
     def max_positions(self) -> int:
@@ -38,24 +48,41 @@ class LlmCursor(CacheCursor):
         return self.cache.layers
 
     @torch.inference_mode()
-    def _prefill(self, context: torch.Tensor) -> None:
-        """Run the context embeddings [n, hidden] into the cache (one decoder pass)."""
+    def _prefill(self, context: torch.Tensor, tokens: Sequence[int] = ()) -> torch.Tensor:
+        """Run the context embeddings [n, hidden] into the cache (one decoder pass), followed by
+        `tokens` when given (a causal chain after it); the hidden states of `tokens`."""
         n = int(context.shape[0])
         device = self.device
-        self.model.model.language_model(
-            inputs_embeds=context[None].to(device, self.model.dtype), position_ids=torch.arange(n, device=device)[None],
-            past_key_values=self.cache, use_cache=True)
+        embeds = context[None].to(device, self.model.dtype)
+        if tokens:
+            ids = torch.tensor([list(tokens)], device=device)
+            embeds = torch.cat([embeds, self.model.model.language_model.embed_tokens(ids)], dim=1)
+        positions = torch.arange(embeds.shape[1], device=device)
+        if self.lean is not None:
+            hidden = self.lean.forward(self.cache, positions, embeds.shape[1] - 1, embeds=embeds)
+        else:
+            hidden = self.model.model.language_model(inputs_embeds=embeds, position_ids=positions[None],
+                                                     past_key_values=self.cache, use_cache=True).last_hidden_state
         self.context_length = n
         self.passes += 1
+        return hidden[:, n:]
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], positions: torch.Tensor, attention_mask) -> torch.Tensor:
-        self._check_room(tokens, positions)
+        top = self._check_room(tokens, positions) + self.context_length
+        if self._deferred is not None:
+            context, self._deferred = self._deferred, None
+            if attention_mask is None:  # a chain after the empty cache: one causal pass with the context
+                return self.model.lm_head(self._prefill(context, tokens))[0].float()
+            self._prefill(context)
         device = self.device
-        hidden = self.model.model.language_model(
-            input_ids=torch.tensor([list(tokens)], device=device),
-            position_ids=(positions + self.context_length).to(device)[None],
-            attention_mask=None if attention_mask is None else attention_mask.to(device),
-            past_key_values=self.cache, use_cache=True).last_hidden_state
+        ids = torch.tensor([list(tokens)], device=device)
+        positions = (positions + self.context_length).to(device)
+        mask = None if attention_mask is None else attention_mask.to(device)
+        if self.lean is not None:
+            hidden = self.lean.forward(self.cache, positions, top, ids=ids, mask=mask)
+        else:
+            hidden = self.model.model.language_model(input_ids=ids, position_ids=positions[None], attention_mask=mask,
+                                                     past_key_values=self.cache, use_cache=True).last_hidden_state
         self.passes += 1
         return self.model.lm_head(hidden)[0].float()

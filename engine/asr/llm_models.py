@@ -182,10 +182,11 @@ class LoadedLlmAsr:
         after = torch.tensor(layout.after_audio, device=self.device)
         return torch.cat([embed(before), audio_embeds.to(self.model.dtype), embed(after)])
 
-    def cursor(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = (), model=None) -> LlmCursor:
+    def cursor(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = (), model=None,
+               draft: bool = False) -> LlmCursor:
         """A decoder cursor with the audio and prompt prefilled (`model`: a stand-in decoder
-        sharing this one's embeddings, for tests)."""
-        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt))
+        sharing this one's embeddings, for tests; `draft`: a drafting cursor, see LlmCursor)."""
+        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt), draft)
 
 
 def encode_both(target: LoadedLlmAsr, draft: LoadedLlmAsr, audio: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

@@ -62,7 +62,7 @@ class LlmPair(RecognizerPair):
             return greedy_loop(target.cursor(target.encode(clip)), prefix, target.rules, target.layout.end,
                                max_new_tokens)
         target_embeds, draft_embeds = encode_both(target, self.draft, clip)
-        verifier, drafter = target.cursor(target_embeds), self.draft.cursor(draft_embeds)
+        verifier, drafter = target.cursor(target_embeds), self.draft.cursor(draft_embeds, draft=True)
         return speculative_loop(verifier, drafter, prefix, target.rules, target.layout.end, spec, max_new_tokens)
 
     def backend(self, spec, limits):
