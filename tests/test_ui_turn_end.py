@@ -34,6 +34,14 @@ def test_the_meter_says_how_long_the_silence_is_waited_and_why():
     assert model.turn_end.text() == "turn ended after 150 ms of silence (it sounded finished)"
     model.apply(TurnResumed(1, 11.5, ended_t=11.15))
     assert model.turn_end.resumed == 1 and model.turn_end.text() == ""
+    # the words sound finished, but the recognizer did not hear the last one the same twice
+    model.apply(VoicePaused(1, 12.06, last_voiced_t=12.0))
+    model.apply(EndOfTurnEstimate(1, 12.07, p_end_of_turn=0.9999, wait_s=0.8, verdict="unclear words"))
+    now[0] = 12.3
+    assert model.turn_end.text() == "silence 300 ms of 800 ms: waiting: not sure what was said"
+    model.apply(TurnEnded(1, 12.8, last_voiced_t=12.0))
+    now[0] = 13.0
+    assert model.turn_end.text() == "turn ended after 800 ms of silence (not sure what was said)"
 
 
 def test_the_live_clock_runs_from_the_pause_and_never_past_the_reply():
