@@ -301,19 +301,28 @@ def test_a_made_up_ending_is_not_heard_steadily_and_the_check_changes_nothing_el
     preview = transcriber.preview_final()
     assert preview.text.startswith("walk the dog ")  # plus a word it made up
     calls = len(backend.calls)
-    assert transcriber.preview_steadiness() is False
-    assert len(backend.calls) == calls + 1 and backend.calls[-1]["samples"] == fragment_end - 160
+    assert transcriber.preview_steadiness() is False  # changed 10 ms and 15 ms later in
+    assert [c["samples"] for c in backend.calls[calls:]] == [fragment_end - 160, fragment_end - 240]
     assert transcriber.finish() == preview  # the check decoded nothing into the state
     # the whole request is heard again word for word on the shifted audio
     transcriber = StreamingTranscriber(_MakesUpAnEnding(utterance))
     transcriber.append(audio)
     assert transcriber.preview_final().text == "walk the dog at eight"
+    calls = len(transcriber.backend.calls)
     assert transcriber.preview_steadiness() is True
+    assert len(transcriber.backend.calls) == calls + 1  # the same at the first recheck: no second
     # off: nothing is decoded
     backend = _MakesUpAnEnding(utterance)
     transcriber = StreamingTranscriber(backend, StreamingConfig(recheck_ms=0))
     transcriber.append(audio[:fragment_end])
     transcriber.preview_final()
     assert transcriber.preview_steadiness() is None and len(backend.calls) == 1
-    with pytest.raises(InvalidAsrConfig):
-        StreamingConfig(recheck_ms=500)
+    # one recheck only: no second decode
+    backend = _MakesUpAnEnding(utterance)
+    transcriber = StreamingTranscriber(backend, StreamingConfig(recheck_again_ms=0))
+    transcriber.append(audio[:fragment_end])
+    transcriber.preview_final()
+    assert transcriber.preview_steadiness() is False and len(backend.calls) == 2
+    for bad in ({"recheck_ms": 500}, {"recheck_again_ms": -1}):
+        with pytest.raises(InvalidAsrConfig):
+            StreamingConfig(**bad)

@@ -79,7 +79,10 @@ class StreamingConfig:
     # 0: off. At a voice pause, the window is decoded once more without its first `recheck_ms`
     # (`preview_steadiness`): a recognizer that heard the last word hears it again; one that made
     # an ending up from its language model (a fragment heard as a whole request) often does not.
+    # When the last word changed, once more without the first `recheck_again_ms` (0: not): only
+    # a word that changes both times counts as not heard steadily.
     recheck_ms: int = 10
+    recheck_again_ms: int = 15
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -100,8 +103,9 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"min_segment_s must be in 0.1..10, got {self.min_segment_s}")
         if self.segment_s and not self.min_segment_s < self.segment_s <= 29.0:
             raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
-        if not 0 <= self.recheck_ms <= 200:
-            raise InvalidAsrConfig(f"recheck_ms must be in 0..200 (0: off), got {self.recheck_ms}")
+        for name in ("recheck_ms", "recheck_again_ms"):
+            if not 0 <= getattr(self, name) <= 200:
+                raise InvalidAsrConfig(f"{name} must be in 0..200 (0: off), got {getattr(self, name)}")
 
 
 class LocalAgreement:
@@ -232,17 +236,21 @@ class StreamingTranscriber:
 
     def preview_steadiness(self) -> bool | None:
         """Whether the previewed final's last word is heard again when the window is decoded
-        without its first `recheck_ms` (the same audio on other frame boundaries). None: not
-        checked (off, no preview, nothing heard, or a window already trimmed, whose final is not
-        one decode of the whole utterance)."""
+        without its first `recheck_ms` (the same audio on other frame boundaries) or, failing
+        that, without its first `recheck_again_ms`. None: not checked (off, no preview, nothing
+        heard, or a window already trimmed, whose final is not one decode of the whole utterance)."""
         if not self.config.recheck_ms or self._preview is None or self.trims:
             return None
         said = _words(self._preview.final.text)
-        shifted = self.audio[int(self.config.recheck_ms * SAMPLE_RATE / 1000):]
-        if not said or len(shifted) == 0:
+        if not said or len(self.audio) <= SAMPLE_RATE // 10:
             return None
-        again = self.backend.transcribe(shifted, forced=[], prompt=self._prompt())
-        return _words(self.backend.text.decode(list(again.tokens)))[-1:] == said[-1:]
+        for ms in (self.config.recheck_ms, self.config.recheck_again_ms):
+            if ms:
+                shifted = self.audio[int(ms * SAMPLE_RATE / 1000):]
+                again = self.backend.transcribe(shifted, forced=[], prompt=self._prompt())
+                if _words(self.backend.text.decode(list(again.tokens)))[-1:] == said[-1:]:
+                    return True
+        return False
 
     def _snapshot(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, list) else v) for k in _STATE for v in (getattr(self, k),)}
