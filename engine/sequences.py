@@ -1,7 +1,13 @@
-"""Small functions on token sequences shared by the LLM and the ASR code."""
+"""Small functions on token and word sequences shared by the LLM and the ASR code."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words without punctuation (apostrophes kept): what transcripts are compared by."""
+    return re.sub(r"[^\w' ]+", " ", text.lower()).split()
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

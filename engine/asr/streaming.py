@@ -18,24 +18,19 @@ since, and decodes as usual otherwise.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, TokenText
-from foresay.engine.sequences import common_prefix_length
+from foresay.engine.sequences import common_prefix_length, words
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.models import SAMPLE_RATE, check_audio
 from foresay.engine.asr.vocab import MAX_PROMPT_TOKENS
 from foresay.engine.events import FinalTranscript, PartialTranscript
 
 log = logging.getLogger(__name__)
-
-
-def _words(text: str) -> list[str]:
-    return re.sub(r"[^\w' ]+", " ", text.lower()).split()
 
 
 @dataclass(frozen=True)
@@ -241,14 +236,14 @@ class StreamingTranscriber:
         heard, or a window already trimmed, whose final is not one decode of the whole utterance)."""
         if not self.config.recheck_ms or self._preview is None or self.trims:
             return None
-        said = _words(self._preview.final.text)
+        said = words(self._preview.final.text)
         if not said or len(self.audio) <= SAMPLE_RATE // 10:
             return None
         for ms in (self.config.recheck_ms, self.config.recheck_again_ms):
             if ms:
                 shifted = self.audio[int(ms * SAMPLE_RATE / 1000):]
                 again = self.backend.transcribe(shifted, forced=[], prompt=self._prompt())
-                if _words(self.backend.text.decode(list(again.tokens)))[-1:] == said[-1:]:
+                if words(self.backend.text.decode(list(again.tokens)))[-1:] == said[-1:]:
                     return True
         return False
 

@@ -13,13 +13,14 @@ from functools import lru_cache
 
 from foresay.engine.demo.dialogues import PREFIXES, SUFFIXES
 from foresay.engine.demo.intents import _OP_WORD, FOLLOW_UPS, INTENTS
+from foresay.engine.sequences import words
 
 _SLOT = re.compile(r"\{(\w+)\}")
 
 
 def normalize(text: str) -> str:
     """Lower case, words only (apostrophes kept), single spaces."""
-    return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
+    return " ".join(words(text))
 
 
 def _template_pattern(template: str, values: list[dict], extra: dict[str, set[str]]) -> str:

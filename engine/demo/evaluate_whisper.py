@@ -1,15 +1,10 @@
 """Word error rate of a Whisper on demo speech, decoded by Foresay's own greedy loop."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from foresay.engine.demo.speech import SpeechSet
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words without punctuation (apostrophes kept): what WER compares."""
-    return re.sub(r"[^\w' ]+", " ", text.lower()).split()
+from foresay.engine.sequences import words
 
 
 def edit_distance(ref: list[str], hyp: list[str]) -> int:
