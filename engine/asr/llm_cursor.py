@@ -57,12 +57,7 @@ class LlmCursor(CacheCursor):
         if tokens:
             ids = torch.tensor([list(tokens)], device=device)
             embeds = torch.cat([embeds, self.model.model.language_model.embed_tokens(ids)], dim=1)
-        positions = torch.arange(embeds.shape[1], device=device)
-        if self.lean is not None:
-            hidden = self.lean.forward(self.cache, positions, embeds.shape[1] - 1, embeds=embeds)
-        else:
-            hidden = self.model.model.language_model(inputs_embeds=embeds, position_ids=positions[None],
-                                                     past_key_values=self.cache, use_cache=True).last_hidden_state
+        hidden = self._decoder(torch.arange(embeds.shape[1], device=device), embeds.shape[1] - 1, embeds=embeds)
         self.context_length = n
         self.passes += 1
         return hidden[:, n:]
@@ -76,13 +71,18 @@ class LlmCursor(CacheCursor):
                 return self.model.lm_head(self._prefill(context, tokens))[0].float()
             self._prefill(context)
         device = self.device
-        ids = torch.tensor([list(tokens)], device=device)
-        positions = (positions + self.context_length).to(device)
-        mask = None if attention_mask is None else attention_mask.to(device)
-        if self.lean is not None:
-            hidden = self.lean.forward(self.cache, positions, top, ids=ids, mask=mask)
-        else:
-            hidden = self.model.model.language_model(input_ids=ids, position_ids=positions[None], attention_mask=mask,
-                                                     past_key_values=self.cache, use_cache=True).last_hidden_state
+        hidden = self._decoder((positions + self.context_length).to(device), top,
+                               ids=torch.tensor([list(tokens)], device=device),
+                               mask=None if attention_mask is None else attention_mask.to(device))
         self.passes += 1
         return self.model.lm_head(hidden)[0].float()
+
+    def _decoder(self, positions: torch.Tensor, top: int, *, ids: torch.Tensor | None = None,
+                 embeds: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """One pass of the decoder stack over `ids` or `embeds` at `positions` (largest `top`),
+        into the cache: the lean forward where there is one, the library's otherwise."""
+        if self.lean is not None:
+            return self.lean.forward(self.cache, positions, top, ids=ids, embeds=embeds, mask=mask)
+        return self.model.model.language_model(input_ids=ids, inputs_embeds=embeds, position_ids=positions[None],
+                                               attention_mask=mask, past_key_values=self.cache,
+                                               use_cache=True).last_hidden_state
