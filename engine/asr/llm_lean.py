@@ -27,6 +27,15 @@ from transformers.cache_utils import DynamicCache
 TABLE_POSITIONS = 4096  # rotary rows kept (a 30 s window and its prompt need under 1000); beyond, computed per pass
 
 
+def _causal_after_cache(mask: torch.Tensor | None, n: int, past: int, device) -> torch.Tensor | None:
+    """`mask`, or for a chain of `n` after `past` cached entries the library's boolean causal mask
+    (SDPA's own causal flag covers a chain on an empty cache)."""
+    if mask is not None or n == 1 or not past:
+        return mask
+    kv = torch.arange(past + n, device=device)
+    return (kv[None, :] <= kv[past:, None])[None, None]
+
+
 class _Layer:
     def __init__(self, layer) -> None:
         attn, mlp = layer.self_attn, layer.mlp
@@ -112,9 +121,7 @@ class LeanQwen3:
         n = hidden.shape[1]
         past = cache.get_seq_length()
         cos, sin = (t[None, None] for t in self._cos_sin(positions, top))
-        if mask is None and n > 1 and past:  # the library's boolean causal mask after a cache
-            kv = torch.arange(past + n, device=hidden.device)
-            mask = (kv[None, :] <= kv[past:, None])[None, None]
+        mask = _causal_after_cache(mask, n, past, hidden.device)
         shape = (1, n, -1, self.head_dim)
         for index, layer in enumerate(self.layers):
             residual = hidden
@@ -192,9 +199,7 @@ class FastDraftQwen3(LeanQwen3):
             cos, sin = self._cos_sin(positions, top)
             sin = self._signed(sin)
         cos, sin = cos[None, :, None], sin[None, :, None]
-        if mask is None and n > 1 and past:
-            kv = torch.arange(past + n, device=hidden.device)
-            mask = (kv[None, :] <= kv[past:, None])[None, None]
+        mask = _causal_after_cache(mask, n, past, hidden.device)
         rotated = self.heads + self.kv_heads
         for index, layer in enumerate(self.layers):
             x = F.rms_norm(hidden, (width,), layer.input_norm, self.eps)
