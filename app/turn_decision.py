@@ -85,11 +85,13 @@ class PausedTurnDriver:
     def _apply_due(self, policy, t: float) -> None:
         due = [u for u in self._pending if u[0] <= t]
         self._pending = [u for u in self._pending if u[0] > t]
-        for _, p, turn_id, revision, heard, steady in due:
-            if steady is not None:
-                policy.heard(turn_id, revision, steady)
-            if p is not None:
-                policy.update(p, turn_id, revision=revision, audio_until_t=heard)
+        for _, kind, turn_id, revision, value, heard in due:
+            if kind == "rechecking":
+                policy.rechecking(turn_id, revision)
+            elif kind == "heard":
+                policy.heard(turn_id, revision, value)
+            else:
+                policy.update(value, turn_id, revision=revision, audio_until_t=heard)
 
     def _feed(self, ep, force: bool = False) -> None:
         state = self._state
@@ -128,8 +130,13 @@ class PausedTurnDriver:
             recheck = previewed - started + time.perf_counter() - rechecked
             self.recheck_ms.append(1000 * recheck)
             delay, recheck = (spent, recheck) if self.estimate_s is None else (self.estimate_s, self.estimate_s)
-            self._pending.append((event.t + delay, p, event.turn_id, state["revision"], final.t, None))
-            self._pending.append((event.t + recheck, None, event.turn_id, state["revision"], final.t, steady))
+            revision = state["revision"]
+            if steady is not None:  # the paused transcript says a check follows, as the ASR stage's does
+                told = previewed - started if self.estimate_s is None else 0.0
+                self._pending.append((event.t + told, "rechecking", event.turn_id, revision, None, final.t))
+                self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
+            if p is not None:
+                self._pending.append((event.t + delay, "estimate", event.turn_id, revision, p, final.t))
         elif isinstance(event, (VoiceResumed, TurnResumed)) and self._state is not None:
             self._state["held"] = False
             if isinstance(event, TurnResumed):

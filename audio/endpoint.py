@@ -209,6 +209,11 @@ class Endpointer:
         end-of-turn policy (from any thread; it acts on the next frame)."""
         self.policy.update(p_end_of_turn, turn_id, revision=revision, audio_until_t=audio_until_t)
 
+    def rechecking(self, turn_id: int, revision: int) -> None:
+        """A steadiness check of `turn_id`'s transcript `revision` is under way (its answer comes
+        through `heard`), for the end-of-turn policy (from any thread)."""
+        self.policy.rechecking(turn_id, revision)
+
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         """Whether `turn_id`'s transcript `revision` was heard steadily (`PauseRechecked`),
         for the end-of-turn policy (from any thread)."""

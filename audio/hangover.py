@@ -41,6 +41,9 @@ class HangoverPolicy:
                audio_until_t: float | None = None) -> None:
         pass
 
+    def rechecking(self, turn_id: int, revision: int) -> None:
+        pass
+
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         pass
 

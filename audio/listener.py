@@ -12,8 +12,9 @@ hears the microphone too, also while the reply starts: voice then reopens the sa
 (TurnResumed) instead of being taken for a barge-in.
 
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
-other way), DraftUpdated (P(end of turn) for the end-of-turn policy), PauseRechecked (whether
-the transcript at a voice pause was heard steadily, for the same policy).
+other way), DraftUpdated (P(end of turn) for the end-of-turn policy), PausedTranscript (a
+steadiness check of it is under way) and PauseRechecked (whether the transcript at a voice pause
+was heard steadily), for the same policy.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from foresay.engine.events import (DraftUpdated, Event, Interrupt, PauseRechecked, ReplyHeard, ReplyStarted,
-                                   SpeechStarted, TurnEnded, UserAudio)
+from foresay.engine.events import (DraftUpdated, Event, Interrupt, PauseRechecked, PausedTranscript, ReplyHeard,
+                                   ReplyStarted, SpeechStarted, TurnEnded, UserAudio)
 from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock
@@ -31,7 +32,7 @@ from .endpoint import Endpointer, Mode
 
 
 class Listener(Stage):
-    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated, PauseRechecked)
+    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated, PausedTranscript, PauseRechecked)
     name = "listener"
 
     def __init__(self, endpointer: Endpointer, emit: Callable[[Event], None], *, bargein=None,
@@ -124,6 +125,8 @@ class Listener(Stage):
                 self._release_held(speaking)
         elif isinstance(event, DraftUpdated) and self.adaptive_endpointing:
             self.endpointer.estimate(event.p_end_of_turn, event.turn_id, event.revision, event.audio_until_t)
+        elif isinstance(event, PausedTranscript) and event.rechecking and self.adaptive_endpointing:
+            self.endpointer.rechecking(event.turn_id, event.revision)
         elif isinstance(event, PauseRechecked) and self.adaptive_endpointing:
             self.endpointer.heard(event.turn_id, event.revision, event.steady)
 

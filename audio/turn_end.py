@@ -13,7 +13,9 @@
   `PauseRechecked`): a transcript whose last word changes when the same audio is decoded
   a few ms later in was not clearly heard. A recognizer trained on whole requests hears a fragment
   ("What is 15 centimeters in") as a whole one ("... in millimeters?"), and the LLM then finds
-  it finished; such an estimate waits at least `unsteady_s`;
+  it finished; such an estimate waits at least `unsteady_s`, and so does one whose check is still
+  under way (`rechecking`, from `PausedTranscript`): on a busy machine the check's answer may come
+  after `complete_s`, and a finished-sounding fragment must not end the turn meanwhile;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
   its own probability that the turn has ended (a prosody cue, a small audio turn model). They are
@@ -34,7 +36,7 @@ import numpy as np
 from .blocks import SAMPLE_RATE
 from .hangover import HangoverPolicy
 
-VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words")
+VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ class TurnEndConfig:
     min_silence_s: no wait is shorter (a silence inside a word is not an end).
     llm_weight: weight of the LLM's estimate when cues are combined with it (log-odds).
     unsteady_s: the shortest wait on an estimate whose transcript was not heard steadily
-        (verdict "unclear words"), between `complete_s` and `incomplete_s`.
+        (verdict "unclear words") or whose check has not answered yet ("checking words"),
+        between `complete_s` and `incomplete_s`.
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.49 s)
@@ -110,13 +113,14 @@ class TurnEndDecision(HangoverPolicy):
         self._heard_until: float | None = None  # audio time the estimate's transcript covered
         self._last_voiced_t: float | None = None
         self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
+        self._checking: set[int] = set()  # revisions of this turn whose steadiness check is under way
 
     # --- inputs -------------------------------------------------------------------------------
 
     def begin_turn(self, turn_id: int) -> None:
         self._turn_id = turn_id
         self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
-        self._unsteady = set()
+        self._unsteady, self._checking = set(), set()
         for cue in self.cues:
             cue.begin_turn(turn_id)
 
@@ -131,9 +135,14 @@ class TurnEndDecision(HangoverPolicy):
         self._p_llm = min(1.0, max(0.0, float(p_end_of_turn)))
         self._heard_until = audio_until_t
 
+    def rechecking(self, turn_id: int, revision: int) -> None:
+        if turn_id == self._turn_id:
+            self._checking.add(revision)
+
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         if turn_id != self._turn_id:
             return
+        self._checking.discard(revision)
         if steady:
             self._unsteady.discard(revision)
         else:
@@ -177,8 +186,11 @@ class TurnEndDecision(HangoverPolicy):
         else:
             frac = (_logit(p) - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
             wait, verdict = c.incomplete_s + frac * (c.complete_s - c.incomplete_s), "unsure"
-        if self._fresh() and self._revision in self._unsteady and wait < c.unsteady_s:
-            wait, verdict = c.unsteady_s, "unclear words"
+        if self._fresh() and wait < c.unsteady_s:
+            if self._revision in self._unsteady:
+                wait, verdict = c.unsteady_s, "unclear words"
+            elif self._revision in self._checking:
+                wait, verdict = c.unsteady_s, "checking words"
         return TurnEndView(self._turn_id, p, max(c.min_silence_s, wait), verdict)
 
     def hangover_s(self) -> float:

@@ -59,7 +59,7 @@ class TurnResumed(Event):
 class EndOfTurnEstimate(Event):
     """What the end-of-turn decision rests on (emitted when it changes inside an open turn):
     `p_end_of_turn` (None: no current estimate), the silence it asks for, and `verdict` in words
-    ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words")."""
+    ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words")."""
     p_end_of_turn: float | None = None
     wait_s: float = 0.0
     verdict: str = ""
@@ -102,10 +102,12 @@ class PausedTranscript(Event):
     """The transcript of all audio up to a voice pause, through its last word (nothing is held
     back as still growing): `StreamingTranscriber.preview_final()`, the final transcript if the
     turn ends in this silence. PredGen verifies it speculatively; its P(end of turn) goes to the
-    end-of-turn decision with `revision` and `audio_until_t` (capture time of the last sample heard)."""
+    end-of-turn decision with `revision` and `audio_until_t` (capture time of the last sample heard).
+    `rechecking`: a PauseRechecked for this revision follows (the decision waits for it)."""
     revision: int = 0
     text: str = ""
     audio_until_t: float = 0.0
+    rechecking: bool = False
 
 
 @dataclass(frozen=True)

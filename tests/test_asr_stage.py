@@ -95,10 +95,10 @@ def test_a_cancelled_turn_emits_nothing_more():
     assert final.turn_id == 2 and final.text == "turn the lights off"
 
 
-def _bus_events(backend, script):
+def _bus_events(backend, script, config=StreamingConfig(hop_ms=50)):
     """Run `script(stage)` (a coroutine function) on a stage wired to a list of events."""
     events = []
-    stage = StreamingAsr(backend, events.append, StreamingConfig(hop_ms=50))
+    stage = StreamingAsr(backend, events.append, config)
 
     async def main():
         await script(stage)
@@ -148,9 +148,14 @@ def test_a_pause_decodes_at_once_and_ending_the_turn_then_costs_no_decode():
     finals = [e for e in events if isinstance(e, FinalTranscript)]
     assert paused and paused[-1].text == "turn the lights off" and paused[-1].audio_until_t == finals[0].t
     rechecked = [e for e in events if isinstance(e, PauseRechecked)]
+    assert paused[-1].rechecking  # the decision is told to wait for the answer
     assert [(e.revision, e.steady) for e in rechecked] == [(paused[-1].revision, True)]  # heard again a few ms later in
     assert [f.text for f in finals] == ["turn the lights off"]
     assert calls["after_end"] == calls["before_end"]  # the final was the speculative one
+    # with the check off, the paused transcript promises no answer and none comes
+    events = _bus_events(ScriptedBackend(utterance), script, StreamingConfig(hop_ms=50, recheck_ms=0))
+    assert [e.rechecking for e in events if isinstance(e, PausedTranscript)] == [False]
+    assert not any(isinstance(e, PauseRechecked) for e in events)
 
 
 def test_a_resumed_turn_keeps_what_it_heard_and_transcribes_the_rest():

@@ -91,10 +91,15 @@ class FakeSpeaker(Stage):
 
 def test_the_listener_hands_the_decision_the_estimate_and_how_steadily_it_was_heard():
     from foresay.audio.turn_end import TurnEndDecision
-    from foresay.engine.events import DraftUpdated, PauseRechecked
+    from foresay.engine.events import DraftUpdated, PauseRechecked, PausedTranscript
     policy = TurnEndDecision()
     listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None)
     policy.begin_turn(1)
+    listener.handle(PausedTranscript(1, 0.3, 1, "set a timer", audio_until_t=0.3, rechecking=True))
+    listener.handle(DraftUpdated(1, 0.35, 1, "", 0, 0.999, audio_until_t=0.3))
+    assert policy.view().verdict == "checking words" and policy.hangover_s() == policy.config.unsteady_s
+    listener.handle(PauseRechecked(1, 0.4, 1, steady=True))
+    assert policy.view().verdict == "sounds finished"
     listener.handle(PauseRechecked(1, 0.5, 2, steady=False))
     listener.handle(DraftUpdated(1, 0.6, 2, "", 0, 0.999, audio_until_t=0.5))
     assert policy.view().verdict == "unclear words" and policy.hangover_s() == policy.config.unsteady_s

@@ -172,6 +172,37 @@ def test_a_pause_whose_words_were_not_heard_steadily_is_waited_out_though_it_sou
     assert sum(isinstance(e, TurnResumed) for e in events) == 1
 
 
+def test_a_finished_sounding_pause_is_not_ended_before_its_steadiness_check_answers(request_clip):
+    """On a busy machine the check's answer may come after `complete_s`: until it comes, the
+    decision waits as for unclear words; once it says steady, the turn ends at the next frame."""
+    def end_with_answer_after(delay_s):
+        policy = TurnEndDecision(CONFIG)
+        ep = Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy=policy)
+        events, due = [], None
+        for i in range(0, len(request_clip.samples), 320):
+            t = T0 + i / SAMPLE_RATE
+            if due is not None and t >= due[0]:
+                ep.heard(due[1], 0, steady=True)
+                due = None
+            for e in ep.push(AudioBlock(request_clip.samples[i:i + 320], t)):
+                events.append(e)
+                if isinstance(e, VoicePaused) and e.t - T0 > request_clip.speech_end - 0.1:
+                    ep.rechecking(e.turn_id, 0)
+                    policy.update(0.999, e.turn_id, revision=0, audio_until_t=e.last_voiced_t)
+                    if policy.view().verdict != "checking words":
+                        return None, None
+                    due = (e.t + delay_s, e.turn_id) if delay_s is not None else None
+        end = ended(events)[0]
+        return end.t - end.last_voiced_t, (due or (None,))[0]
+
+    quick, _ = end_with_answer_after(0.0)
+    assert quick == pytest.approx(CONFIG.complete_s, abs=FRAME)     # an early answer costs nothing
+    slow, _ = end_with_answer_after(0.3)
+    assert CONFIG.complete_s + FRAME < slow < 0.15 + 0.3 + 2 * FRAME  # ended when the answer came
+    never, _ = end_with_answer_after(None)
+    assert never == pytest.approx(CONFIG.unsteady_s, abs=FRAME)     # no answer: the unclear-words wait
+
+
 def test_an_unsteady_transcript_lengthens_only_its_own_estimate():
     policy = TurnEndDecision(CONFIG)
     policy.begin_turn(3)

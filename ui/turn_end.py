@@ -17,10 +17,12 @@ from foresay.engine.events import (EndOfTurnEstimate, Event, SpeechStarted, Turn
 # the decision's verdicts as the meter says them while it waits, and once the turn has ended
 WAITING_WORDS = {"sounds finished": "sounds finished", "sounds unfinished": "waiting: sounds unfinished",
                  "unsure": "waiting: not sure it is finished", "listening": "waiting",
-                 "unclear words": "waiting: not sure what was said"}
+                 "unclear words": "waiting: not sure what was said",
+                 "checking words": "waiting: checking what was heard"}
 ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "it sounded unfinished",
                "unsure": "not sure it was finished", "listening": "no estimate yet",
-               "unclear words": "not sure what was said"}
+               "unclear words": "not sure what was said",
+               "checking words": "what was heard was still being checked"}
 
 
 def verdict_words(verdict: str, ended: bool = False) -> str:

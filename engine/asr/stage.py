@@ -185,28 +185,31 @@ class StreamingAsr(Stage):
         while the silence lasts."""
         audio = self._take_audio()
 
-        def work() -> tuple[FinalTranscript, int]:
+        def work() -> tuple[FinalTranscript, int, bool]:
             transcriber.append(audio)
             final = transcriber.preview_final()
             transcriber.revision += 1  # later partials supersede it
-            return final, transcriber.revision
+            return final, transcriber.revision, transcriber.recheck_due()
 
         self.decoding = True
         try:
-            final, revision = await asyncio.get_running_loop().run_in_executor(self._executor, work)
+            final, revision, rechecking = await asyncio.get_running_loop().run_in_executor(self._executor, work)
         finally:
             self.decoding = False
         if self._transcriber is transcriber:  # still this turn's, still open
             self._previews = {transcriber.turn_id: (transcriber, final)}
-            self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t))
-            await self._recheck(transcriber, final, revision)
+            self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
+                                       rechecking=rechecking))
+            if rechecking:
+                await self._recheck(transcriber, final, revision)
 
     async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
         """After the paused transcript went out (PredGen verifies it meanwhile): was its last word
-        heard steadily? Not sent when the transcriber did not check (off, or audio came since)."""
+        heard steadily? The decision waits for this answer, so it is sent whenever the paused
+        transcript said it would be, and counts as steady if audio came since (a newer revision
+        supersedes it anyway)."""
         steady = await asyncio.get_running_loop().run_in_executor(self._executor, transcriber.preview_steadiness)
-        if steady is not None and self._transcriber is transcriber:
-            self.emit(PauseRechecked(final.turn_id, final.t, revision, steady))
+        self.emit(PauseRechecked(final.turn_id, final.t, revision, steady is not False))
 
     def _resume(self, event: TurnResumed) -> None:
         """The turn declared ended goes on: its transcriber (with all it heard) listens again."""

@@ -229,16 +229,21 @@ class StreamingTranscriber:
             return preview.final
         return self._finish()
 
+    def recheck_due(self) -> bool:
+        """Whether `preview_steadiness()` checks the previewed final now (it returns a verdict,
+        not None): told to the end-of-turn decision with the paused transcript, so that it does
+        not take the transcript for finished before the verdict has come."""
+        return bool(self.config.recheck_ms and self._preview is not None and not self.trims
+                    and words(self._preview.final.text) and len(self.audio) > SAMPLE_RATE // 10)
+
     def preview_steadiness(self) -> bool | None:
         """Whether the previewed final's last word is heard again when the window is decoded
         without its first `recheck_ms` (the same audio on other frame boundaries) or, failing
         that, without its first `recheck_again_ms`. None: not checked (off, no preview, nothing
         heard, or a window already trimmed, whose final is not one decode of the whole utterance)."""
-        if not self.config.recheck_ms or self._preview is None or self.trims:
+        if not self.recheck_due():
             return None
         said = words(self._preview.final.text)
-        if not said or len(self.audio) <= SAMPLE_RATE // 10:
-            return None
         for ms in (self.config.recheck_ms, self.config.recheck_again_ms):
             if ms:
                 shifted = self.audio[int(ms * SAMPLE_RATE / 1000):]
