@@ -126,7 +126,8 @@ def test_on_policy_training_collects_again_from_the_model_being_trained(tmp_path
     assert seen[0][1] == 0 and 0 < seen[1][1] < seen[2][1]  # from the base, then from the model as trained
     assert json.loads((tmp_path / "cllm" / "training.json").read_text())["refreshes"] == stats["refreshes"]
 
-    off = trainer.train_cllm(CllmTrainConfig(dialogues=6, cuts=1, steps=2, batch_size=2, warmup=1, threads=1),
+    off = trainer.train_cllm(CllmTrainConfig(dialogues=6, cuts=1, steps=3, batch_size=2, warmup=1, refresh_every=0,
+                                             threads=1),
                              base, tmp_path / "off", default_system_prompt(), DomainConfig(seed=7),
                              progress=lambda line: None)
     assert off["refreshes"] == [] and len(seen) == 4  # off-policy: collected once, from the base

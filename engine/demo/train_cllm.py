@@ -7,9 +7,10 @@ is still speaking), then the full request's greedy reply y* is the fixed point; 
 verification keeps the common prefix and the Jacobi continuation (`JacobiFromDraft`, window 16,
 unknown positions filled) starts from the stale draft's tail. Every pass's input state becomes one
 training sequence: prompt, the accepted part of y*, then the window as the model saw it
-(`cllm_data.py`). Off-policy (the default) they are collected once, from the base; on-policy
-(`refresh_every`, as CLLM) they are collected again from the model being trained, so the states
-it learns from are those its own Jacobi iterations pass through.
+(`cllm_data.py`). On-policy (`refresh_every`, as CLLM, the default) they are collected again
+from the model being trained every so many steps, so the states it learns from are those its own
+Jacobi iterations pass through; off-policy (`refresh_every` 0) only once, from the base, which
+lowered the passes per token but not NFETFS on the same turns (docs/benchmarks.md).
 
 Loss, two cross-entropies, each a mean over its own tokens of a batch (CLLM's two terms):
 - consistency: every window position after the first wrong guess is labelled with y*'s token
@@ -76,7 +77,7 @@ class CllmTrainConfig:
     consistency_weight: float = 0.05
     consistency_span: int = 3
     distill: bool = True
-    refresh_every: int = 0
+    refresh_every: int = 150
     steps: int = 450
     batch_size: int = 16
     lr: float = 3e-4
