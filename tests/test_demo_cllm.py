@@ -12,8 +12,9 @@ from foresay.engine.demo.chat_data import IGNORE, ChatEncoder
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
 from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
 from foresay.engine.demo.train_chat import _batch, _step_loss
-from foresay.engine.demo.train_cllm import (CllmTrainConfig, _cllm_loss, sha256, split_labels, state_example,
-                                            trajectory_states)
+from foresay.engine.demo import train_cllm as trainer
+from foresay.engine.demo.cllm_data import split_labels, state_example, trajectory_states
+from foresay.engine.demo.train_cllm import CllmTrainConfig, _cllm_loss, sha256
 from foresay.engine.errors import ForesayError
 from foresay.engine.kv import KVCache
 from foresay.engine.llm import LLMConfig, load_llm
@@ -98,9 +99,38 @@ def test_labels_split_at_the_first_wrong_input_and_the_loss_weighs_both_terms(de
 
 
 def test_cllm_config_refuses_bad_values():
-    for bad in ({"cuts": 0}, {"consistency_weight": -1.0}, {"consistency_span": -1}, {"window": 1}):
+    for bad in ({"cuts": 0}, {"consistency_weight": -1.0}, {"consistency_span": -1}, {"window": 1},
+                {"refresh_every": -1}):
         with pytest.raises(ForesayError):
             CllmTrainConfig(**bad)
+
+
+def test_on_policy_training_collects_again_from_the_model_being_trained(tmp_path, monkeypatch):
+    base = demo_model_dir("demo", DEMO_CHAT)
+    reference = load_llm(LLMConfig(model=str(base), threads=1)).model.state_dict()
+    seen = []  # per collection: the model's mode and how far its weights are from the base's
+
+    def spying(lm, *args, **kwargs):
+        moved = max(float((p - reference[k]).abs().max()) for k, p in lm.model.state_dict().items())
+        seen.append((lm.model.training, moved))
+        return collect(lm, *args, **kwargs)
+
+    collect = trainer.collect
+    monkeypatch.setattr(trainer, "collect", spying)
+    config = CllmTrainConfig(dialogues=6, cuts=1, steps=5, batch_size=2, warmup=1, refresh_every=2, threads=1)
+    stats = trainer.train_cllm(config, base, tmp_path / "cllm", default_system_prompt(), DomainConfig(seed=7),
+                               progress=lambda line: None)
+    assert [r["step"] for r in stats["refreshes"]] == [2, 4]
+    assert all(r["requests"] == 6 and r["states"] > 0 for r in stats["refreshes"])
+    assert [training for training, _ in seen] == [False, False, False]  # collected in eval mode
+    assert seen[0][1] == 0 and 0 < seen[1][1] < seen[2][1]  # from the base, then from the model as trained
+    assert json.loads((tmp_path / "cllm" / "training.json").read_text())["refreshes"] == stats["refreshes"]
+
+    off = trainer.train_cllm(CllmTrainConfig(dialogues=6, cuts=1, steps=3, batch_size=2, warmup=1, refresh_every=0,
+                                             threads=1),
+                             base, tmp_path / "off", default_system_prompt(), DomainConfig(seed=7),
+                             progress=lambda line: None)
+    assert off["refreshes"] == [] and len(seen) == 4  # off-policy: collected once, from the base
 
 
 def test_the_shipped_cllm_derives_from_the_shipped_base():

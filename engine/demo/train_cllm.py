@@ -6,7 +6,11 @@ training request, the model drafts a reply to a cut-off version of it (as it wou
 is still speaking), then the full request's greedy reply y* is the fixed point; the final
 verification keeps the common prefix and the Jacobi continuation (`JacobiFromDraft`, window 16,
 unknown positions filled) starts from the stale draft's tail. Every pass's input state becomes one
-training sequence: prompt, the accepted part of y*, then the window as the model saw it.
+training sequence: prompt, the accepted part of y*, then the window as the model saw it
+(`cllm_data.py`). On-policy (`refresh_every`, as CLLM, the default) they are collected again
+from the model being trained every so many steps, so the states it learns from are those its own
+Jacobi iterations pass through; off-policy (`refresh_every` 0) only once, from the base, which
+lowered the passes per token but not NFETFS on the same turns (docs/benchmarks.md).
 
 Loss, two cross-entropies, each a mean over its own tokens of a batch (CLLM's two terms):
 - consistency: every window position after the first wrong guess is labelled with y*'s token
@@ -36,8 +40,9 @@ from pathlib import Path
 import torch
 
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example
+from foresay.engine.demo.cllm_data import collect, split_labels
 from foresay.engine.demo.cli import check_schedule
-from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
+from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.train_chat import _batch, _label_loss, _lr_at, _shared_prefix, _step_logits
 from foresay.engine.errors import ForesayError
 
@@ -57,6 +62,9 @@ class CllmTrainConfig:
         positions right after the first wrong one are those worth learning; far ones are mostly
         unlearnable for a small model and pull its greedy replies away.
     distill: AR targets are the base model's distributions (else the labels).
+    refresh_every: on-policy, as CLLM: every that many steps the trajectories of the same requests
+        (new cut-offs) are collected again from the model being trained, its own greedy replies
+        as fixed points, and replace the previous ones (0: collected once, from the base).
     steps / batch_size: optimizer steps; trajectory states per step (as many AR dialogues join).
     lr / warmup: AdamW peak learning rate, linear warmup, cosine decay to 10%."""
     seed: int = 0
@@ -69,6 +77,7 @@ class CllmTrainConfig:
     consistency_weight: float = 0.05
     consistency_span: int = 3
     distill: bool = True
+    refresh_every: int = 150
     steps: int = 450
     batch_size: int = 16
     lr: float = 3e-4
@@ -82,102 +91,14 @@ class CllmTrainConfig:
         check_schedule("CLLM training", self)
         if (self.dialogues < 1 or self.window < 2 or self.draft_tokens < 1 or self.max_reply < 2
                 or self.cuts < 1 or self.consistency_weight < 0
-                or self.consistency_span < 0):
+                or self.consistency_span < 0 or self.refresh_every < 0):
             raise ForesayError("CLLM training: dialogues >= 1, window >= 2, draft_tokens >= 1, "
-                               "max_reply >= 2, cuts >= 1, consistency_weight >= 0, consistency_span >= 0")
+                               "max_reply >= 2, cuts >= 1, consistency_weight >= 0, consistency_span >= 0, "
+                               "refresh_every >= 0")
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _greedy(lm, prompt: list[int], n: int) -> list[int]:
-    from foresay.engine.decoding import greedy_reply
-    from foresay.engine.kv import KVCache
-    ids, _ = greedy_reply(KVCache(lm), prompt, n)
-    return ids
-
-
-def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int], window: int,
-                      fill: bool = False) -> list[tuple[int, list[int]]]:
-    """The Jacobi states PredGen's continuation passes through from `draft` to `target` (y*,
-    greedy): (accepted tokens before the window, window tokens: pending + guesses)."""
-    from foresay.engine.kv import KVCache
-    from foresay.engine.predgen.continuation import FixedWindow, GiveUpWhenSlow, JacobiFromDraft
-
-    kept = 0
-    while kept < min(len(draft), len(target)) and draft[kept] == target[kept]:
-        kept += 1
-    if kept >= len(target) - 1:
-        return []
-    cache = KVCache(lm)
-    cache.append(prompt + target[:kept], keep_logits=1)
-    policy = FixedWindow(window, fill=fill)
-    strategy = JacobiFromDraft(draft[kept + 1:], policy, GiveUpWhenSlow(patience=0))
-    tokens, pending, states = list(target[:kept]), target[kept], []
-    while len(tokens) + 1 < len(target):
-        budget = len(target) - len(tokens) - 1
-        states.append((len(tokens), [pending] + policy.guesses(strategy.guess, pending, budget)))
-        step = strategy.advance(cache, tokens, pending, budget)
-        tokens += step.accepted
-        pending = step.pending
-    if tokens + [pending] != target:
-        raise RuntimeError("a Jacobi trajectory did not reach the greedy reply")
-    return states
-
-
-def state_example(prompt: list[int], target: list[int], accepted: int, window: list[int],
-                  pad_id: int) -> Example:
-    """prompt + y*[:accepted] + window (+ one padding input so the last window row has a label);
-    labels: y* aligned position by position (the fixed point), IGNORE past its end."""
-    ids = prompt + target[:accepted] + window + [pad_id]
-    reply = [target[j] if j < len(target) else IGNORE for j in range(accepted + len(window) + 1)]
-    return Example(ids, [IGNORE] * len(prompt) + reply)
-
-
-def split_labels(example: Example, span: int = 0) -> tuple[Example, Example]:
-    """A state's labels as (AR, consistency): a label is a consistency label once a wrong token
-    (a wrong guess, or the padding input past the window) came before it in the input; with
-    `span`, only the first `span` of those keep their label."""
-    wrong = next((k for k, (i, l) in enumerate(zip(example.ids, example.labels)) if l != IGNORE and i != l),
-                 len(example.ids))
-    end = wrong + span if span else len(example.ids)
-    ar = [l if k <= wrong else IGNORE for k, l in enumerate(example.labels)]
-    consistency = [l if wrong < k <= end else IGNORE for k, l in enumerate(example.labels)]
-    return Example(example.ids, ar), Example(example.ids, consistency)
-
-
-def collect(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, rng: random.Random,
-            progress=print) -> tuple[list[Example], dict]:
-    """Training states from each dialogue's last request, and what the trajectories cost:
-    `jacobi_passes` to fix the `tokens_to_fix` tokens after the verification (as many passes as
-    plain steps would need)."""
-    examples, passes, tokens = [], 0, 0
-    pad = encoder.tok.pad_token_id
-    render = encoder.tok.apply_chat_template
-    for n, dialogue in enumerate(dialogues):
-        messages = encoder.messages(dialogue)[:-1]
-        user = dialogue.turns[-1].user
-        prompt = encoder._encode(render(messages, tokenize=False, add_generation_prompt=True))
-        target = _greedy(lm, prompt, config.max_reply)
-        drafts: list[list[int]] = []
-        for _ in range(config.cuts):
-            partial = dict(messages[-1], content=truncate_request(user, rng))
-            partial_prompt = encoder._encode(render(messages[:-1] + [partial], tokenize=False,
-                                                    add_generation_prompt=True))
-            draft = _greedy(lm, partial_prompt, config.draft_tokens)
-            if draft in drafts:
-                continue
-            drafts.append(draft)
-            states = trajectory_states(lm, prompt, draft, target, config.window, config.fill)
-            passes += len(states)
-            tokens += len(target) - 1 - states[0][0] if states else 0
-            # a window of the pending token alone is a plain step: the AR data already cover it
-            examples += [state_example(prompt, target, a, w, pad) for a, w in states if len(w) > 1]
-        if (n + 1) % 200 == 0:
-            progress(f"trajectories: {n + 1}/{len(dialogues)} requests, {len(examples)} states")
-    return examples, {"requests": len(dialogues), "states": len(examples), "jacobi_passes": passes,
-                      "tokens_to_fix": tokens, "passes_per_token": passes / tokens if tokens else None}
 
 
 def _soft_loss(logits: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -207,6 +128,17 @@ def _cllm_loss(model, prefix_ids: torch.Tensor, states: list[Example], ar: list[
     return loss
 
 
+def _trajectories(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, rng: random.Random,
+                  prefix: list[int], progress) -> tuple[list[Example], dict]:
+    """The states of `lm`'s (current) Jacobi trajectories on `dialogues`, shuffled."""
+    states, stats = collect(lm, encoder, config, dialogues, rng, progress)
+    if not states:
+        raise ForesayError("CLLM training: no trajectory had a state to learn from")
+    rng.shuffle(states)
+    _shared_prefix(states, prefix)
+    return states, stats
+
+
 def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: str,
                domain: DomainConfig, progress=print) -> dict:
     """Fine-tune the model in `base` into `out` (saved in float16); returns the statistics."""
@@ -223,16 +155,13 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
     prefix = encoder._encode(tokenizer.apply_chat_template(
         [{"role": "system", "content": system_prompt}], tokenize=False))
     dialogues = DialogueGenerator(domain, "train").dialogues(config.dialogues)
-    states, data_stats = collect(lm, encoder, config, dialogues, rng, progress)
-    if not states:
-        raise ForesayError("CLLM training: no trajectory had a state to learn from")
-    rng.shuffle(states)
+    states, data_stats = _trajectories(lm, encoder, config, dialogues, rng, prefix, progress)
     # laid out as the base was trained (ChatTrainConfig's defaults): cut-off last requests, and
     # where a user message ends, so P(end of turn) stays in the AR term
     ar = encoder.training_examples(DialogueGenerator(DomainConfig(seed=domain.seed + 100), "train")
                                    .dialogues(config.steps * config.batch_size), 0.3, rng,
                                    end_of_message=True, unpunctuated_prob=0.25)
-    _shared_prefix(states + ar, prefix)
+    _shared_prefix(ar, prefix)
     data_seconds = time.perf_counter() - started
     progress(f"{data_stats['states']} states from {data_stats['requests']} requests in {data_seconds:.0f} s")
 
@@ -256,17 +185,27 @@ def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: st
             if (base / name).exists():
                 shutil.copy(base / name, out / name)
         stats = {"config": asdict(config), "domain": asdict(domain), "base_sha256": sha256(base / "model.safetensors"),
-                 "data": data_stats, "steps_done": step,
+                 "data": data_stats, "refreshes": refreshes, "steps_done": step,
                  "final_loss": sum(losses[-25:]) / max(1, len(losses[-25:])),
                  "data_seconds": round(data_seconds, 1), "seconds": round(time.perf_counter() - started, 1),
                  "torch": torch.__version__}
         (out / "training.json").write_text(json.dumps(stats, indent=2))
         return stats
 
+    refreshes: list[dict] = []
+    since = 0  # the step the current states were collected at
     for step in range(last):
+        if config.refresh_every and step and step % config.refresh_every == 0:
+            model.eval()
+            states, fresh = _trajectories(lm, encoder, config, dialogues, rng, prefix, progress)
+            model.train()
+            refreshes.append({"step": step, **fresh})
+            since = step
+            progress(f"step {step}: {fresh['states']} states of the model being trained, "
+                     f"{fresh['passes_per_token']:.3f} passes per token")
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        lo = (step * config.batch_size) % max(1, len(states) - config.batch_size + 1)
+        lo = ((step - since) * config.batch_size) % max(1, len(states) - config.batch_size + 1)
         loss = _cllm_loss(model, prefix_ids, states[lo:lo + config.batch_size],
                           ar[step * config.batch_size:(step + 1) * config.batch_size], len(prefix),
                           tokenizer.pad_token_id, config.consistency_weight, teacher, config.consistency_span)
@@ -303,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--model", default="demo", help="demo, demo-cllm or a folder")
     ev.add_argument("--split", default="test")
     defaults = CllmTrainConfig()
+    parser.add_argument("--refresh-every", type=int, default=defaults.refresh_every,
+                        help="on-policy: collect the trajectories again from the model being trained every N steps")
     for sub in (parser, ev):
         for name in ("seed", "dialogues", "window", "draft_tokens", "cuts", "consistency_span", "max_reply",
                      "steps", "batch_size", "warmup", "threads", "stop_at", "checkpoint_every"):
