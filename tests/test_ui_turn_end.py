@@ -105,3 +105,11 @@ def test_the_meters_panel_shows_the_line(qapp):  # noqa: F811
     panel = LatencyPanel()
     panel.refresh(model)
     assert panel.turn_end.text() == "silence 200 ms of 1000 ms: waiting: sounds unfinished"
+
+
+def test_every_verdict_of_the_decision_has_words_while_waiting_and_once_ended():
+    from foresay.audio.turn_end import VERDICTS
+    from foresay.ui.turn_end import ENDED_WORDS, WAITING_WORDS, verdict_words
+    assert set(WAITING_WORDS) == set(ENDED_WORDS) == set(VERDICTS)
+    assert verdict_words("checking words") == "waiting: checking what was heard"
+    assert verdict_words("checking words", ended=True) == "what was heard was still being checked"
