@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example
 from foresay.engine.demo.dialogues import truncate_request
+from foresay.engine.sequences import common_prefix_length
 
 if TYPE_CHECKING:
     from foresay.engine.demo.train_cllm import CllmTrainConfig
@@ -28,9 +29,7 @@ def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int]
     from foresay.engine.kv import KVCache
     from foresay.engine.predgen.continuation import FixedWindow, GiveUpWhenSlow, JacobiFromDraft
 
-    kept = 0
-    while kept < min(len(draft), len(target)) and draft[kept] == target[kept]:
-        kept += 1
+    kept = common_prefix_length(draft, target)
     if kept >= len(target) - 1:
         return []
     cache = KVCache(lm)
