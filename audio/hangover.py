@@ -8,6 +8,7 @@ A policy is a small strategy object the endpointer asks on every silent frame:
     policy.view()                   # what it rests on, for meters (`turn_end.TurnEndView`)
     policy.update(p_end, turn_id, revision=, audio_until_t=)  # from outside: PredGen's estimate
     policy.heard(turn_id, revision, steady)  # from outside: was that transcript heard steadily
+    policy.rechecking(turn_id, revision)     # from outside: that answer is on its way
 
 `FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
 look like a complete utterance (high P(end of turn)) and long when they do not, within
