@@ -73,3 +73,34 @@ def test_an_unknown_speech_kind_is_refused(tmp_path):
     from foresay.engine.errors import ForesayError
     with pytest.raises(ForesayError, match="not one of"):
         speech_set("train", 2, seed=0, cache=tmp_path, kind="whispered")
+
+
+def test_clips_in_the_room_gain_their_own_noise_before_and_after_and_nothing_else():
+    import pytest
+
+    from foresay.engine.demo.speech import SpeechSet, VoiceSetting, in_room
+    from foresay.engine.errors import ForesayError
+
+    voice = VoiceSetting("en-us", 160, 50, noise=0.02)
+    clip = np.sin(np.arange(16_000, dtype=np.float32) / 5) * 0.5  # 1 s, peak 0.5
+    framed = in_room(clip, voice, noise_seed=1, lead_s=0.3, tail_s=0.2)
+    assert len(framed) == 16_000 + 4_800 + 3_200
+    assert np.array_equal(framed[4_800:-3_200], clip)  # the words untouched
+    for room in (framed[:4_800], framed[-3_200:]):
+        assert 0.5 * 0.01 < np.sqrt(np.mean(room ** 2)) < 0.5 * 0.03  # the setting's noise at the clip's level
+    assert np.array_equal(framed, in_room(clip, voice, 1, 0.3, 0.2))  # seeded
+    silent_room = in_room(clip, VoiceSetting("en-us", 160, 50, noise=0.0), 1, 0.3, 0.2)
+    assert not silent_room[:4_800].any()  # a clip without noise is framed in digital silence
+    with pytest.raises(ForesayError, match="must not be negative"):
+        in_room(clip, voice, 1, -0.1, 0.0)
+
+    speech = SpeechSet(["a", "b"], [clip, np.concatenate([clip] * 5)], [voice, voice])
+    drawn = speech.in_room((0.0, 0.6), (0.0, 0.4), seed=3, limit_s=6.0)
+    assert drawn.texts == speech.texts and drawn.settings == speech.settings
+    assert 16_000 < len(drawn.audio[0]) <= 16_000 * 2.0
+    assert 80_000 < len(drawn.audio[1]) <= 16_000 * 6.0 + 2  # shrunk to the window
+    assert [len(a) for a in drawn.audio] == [len(a) for a in speech.in_room((0.0, 0.6), (0.0, 0.4), 3, 6.0).audio]
+    fixed = speech.in_room((0.3, 0.3), (0.0, 0.0), seed=0)
+    assert [len(a) for a in fixed.audio] == [16_000 + 4_800, 80_000 + 4_800]
+    with pytest.raises(ForesayError, match="low <= high"):
+        speech.in_room((0.5, 0.2), (0.0, 0.0), seed=0)

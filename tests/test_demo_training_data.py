@@ -90,6 +90,10 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
     speech = SpeechSet(texts, [rng.standard_normal(16_000).astype(np.float32) * 0.1 for _ in texts], [])
     data = training_data(tok, speech)
     assert data.frames == [51, 51] and data.features.shape == (2, 80, 300)
+    from foresay.engine.demo.speech import VoiceSetting
+    voiced = SpeechSet(texts, speech.audio, [VoiceSetting("en-us", 160, 50, 0.01)] * 2)
+    roomy = training_data(tok, voiced, room_lead_s=0.6, room_tail_s=0.4, room_seed=1)
+    assert all(51 < f <= 51 + 50 for f in roomy.frames) and (roomy.room_lead_s, roomy.room_tail_s) == (0.6, 0.4)
     config = WhisperTrainConfig(steps=2, batch_size=2, warmup=1, threads=0, precision="bf16")
     train_whisper("demo-whisper-draft", config, tok, data, tmp_path / "draft", progress=quiet)
     saved = json.loads((tmp_path / "draft" / "training.json").read_text())

@@ -67,7 +67,7 @@ is for running and measuring Foresay offline. Real use needs OpenAI's Whisper mo
 {requests:,} distinct training requests of the demo domain (seed 0), each rendered once by espeak-ng
 with a random training voice setting: voices {base_voices}, variants {train_variants},
 rates {train_rates} words/min, pitches {train_pitches}, white noise up to 2% of the peak.
-{prefix_lines}
+{prefix_lines}{room_lines}
 Held-out test clips are requests no training request matches, in held-out voice settings:
 variants {test_variants} (never heard in training), rates {test_rates}, pitches {test_pitches}.
 Audio is cached in the user cache (`~/.cache/foresay/demo-speech`), never committed.
@@ -104,7 +104,14 @@ CHAT_EVAL_COMMAND = ("python -m foresay.engine.demo.chat eval --model demo --spl
                      "--json assets/models/demo-chat/held_out.json")
 WHISPER_TRAIN_COMMAND = "python -m foresay.engine.demo.whisper train --which {role} --out-dir assets/models"
 WHISPER_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 "
-                        "--json assets/models/demo-whisper/held_out.json")
+                        "--json assets/models/demo-whisper/held_out.json\n"
+                        "python -m foresay.engine.demo.whisper eval --split test --clips 200 --lead-s 0.3 --tail-s 0.27 "
+                        "--json assets/models/demo-whisper/held_out_room.json")
+ROOM_LINES = """
+Every clip is framed by its own noise, up to {room_lead_s:g} s before it and up to {room_tail_s:g} s after it
+(drawn per clip): espeak-ng's clips begin at the first sound, while the endpointer hands the
+recognizer its 0.3 s pre-roll of room noise before the first word, and a model that never heard
+noise alone takes it for words ("Hmm, ...")."""
 PREFIX_LINES = """Besides, {:,} of these requests cut to their first words (1 to n-1 of n words) and spoken alone in
 another training voice setting: a streaming recognizer hears every request part way through, and
 a model trained on whole requests only turns the first words into a whole request of its own."""
@@ -213,11 +220,17 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
     lines = (f"Word error rate on {scores['clips']} held-out test requests in held-out voice settings, decoded "
              f"greedily by Foresay's own loop: **{100 * scores['wer']:.2f}%** of {scores['words']} words "
              f"({scores['exact_clips']}/{scores['clips']} clips word for word; gate: {gate}%).")
+    if (folder.parent / "demo-whisper" / "held_out_room.json").exists():
+        room = _load(folder.parent / "demo-whisper", "held_out_room.json")[role]
+        lines += (f" The same clips as the endpointer hands them, with {room['lead_s']:g} s of their noise "
+                  f"before and {room['tail_s']:g} s after: **{100 * room['wer']:.2f}%** "
+                  f"({room['exact_clips']}/{room['clips']} clips word for word).")
     prefixes = stats.get("prefix_clips", 0)
     flat = {**_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"),
             "precision": stats["precision"],  # what "auto" resolved to on the build machine
             "requests": stats["train_clips"] - prefixes,
-            "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES}
+            "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES,
+            "room_lines": ROOM_LINES.format(**stats) if stats.get("room_lead_s") or stats.get("room_tail_s") else ""}
     return WHISPER_CARD.format(
         **flat, role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND.format(role=role),
         eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,

@@ -52,3 +52,24 @@ def add_pair_eval_arguments(ev: argparse.ArgumentParser, target: str, draft: str
     ev.add_argument("--gate-draft", type=float, default=0.15)
     ev.add_argument("--show-misses", type=int, default=5)
     ev.add_argument("--json", metavar="OUT")
+    ev.add_argument("--lead-s", type=float, default=0.0,
+                    help="give every clip this much of its own noise before it, as the endpointer's "
+                         "pre-roll does (0.3 s in the live path)")
+    ev.add_argument("--tail-s", type=float, default=0.0, help="and this much after it")
+
+
+def in_room(speech, args):
+    """The eval's clips with `--lead-s` / `--tail-s` of their own noise around them (as they are
+    without either)."""
+    if args.lead_s < 0 or args.tail_s < 0:
+        raise ForesayError("--lead-s and --tail-s must not be negative")
+    if not args.lead_s and not args.tail_s:
+        return speech
+    return speech.in_room((args.lead_s, args.lead_s), (args.tail_s, args.tail_s), args.data_seed)
+
+
+def room_words(args) -> str:
+    """How an eval's clips were framed, for its report line ('' when as rendered)."""
+    if not args.lead_s and not args.tail_s:
+        return ""
+    return f", with {args.lead_s:g} s of room noise before and {args.tail_s:g} s after"

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from foresay.engine.demo.cli import add_pair_eval_arguments, run
+from foresay.engine.demo.cli import add_pair_eval_arguments, in_room, room_words, run
 from foresay.engine.demo.dialogues import SPLITS
 from foresay.engine.errors import ForesayError
 
@@ -110,15 +110,15 @@ def cmd_eval(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    speech = speech_set(args.split, args.clips, args.data_seed, progress=_progress)
+    speech = in_room(speech_set(args.split, args.clips, args.data_seed, progress=_progress), args)
     report, ok = {}, True
     for role, name, gate in (("target", args.target, args.gate_target), ("draft", args.draft, args.gate_draft)):
         score = evaluate_wer(build_backend(AsrConfig(target=name, backend="llm-greedy")), speech)
         ok &= score.wer <= gate
         report[role] = {"model": name, "wer": score.wer, "words": score.words, "clips": score.clips,
-                        "exact_clips": score.exact}
+                        "exact_clips": score.exact, "lead_s": args.lead_s, "tail_s": args.tail_s}
         print(f"{role} {name}: WER {100 * score.wer:.2f}% ({score.errors}/{score.words} words, "
-              f"{score.exact}/{score.clips} clips exact) on {args.split}; gate {100 * gate:.0f}%")
+              f"{score.exact}/{score.clips} clips exact) on {args.split}{room_words(args)}; gate {100 * gate:.0f}%")
         for ref, hyp in score.worst[:args.show_misses]:
             print(f"    ref {ref!r}\n    got {hyp!r}")
     pair = load_pair(args.target, args.draft)

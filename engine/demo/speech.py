@@ -82,6 +82,21 @@ def with_noise(samples: np.ndarray, setting: VoiceSetting, noise_seed: int) -> n
     return samples + noise * setting.noise * peak
 
 
+def in_room(samples: np.ndarray, setting: VoiceSetting, noise_seed: int, lead_s: float, tail_s: float) -> np.ndarray:
+    """`samples` with `lead_s` seconds before them and `tail_s` after of the setting's noise alone, at
+    the clip's level: what an endpointer hands a recognizer. Its pre-roll and tail hold the room's
+    noise, while espeak-ng's clips begin at the first sound and mostly end at the last."""
+    if lead_s < 0 or tail_s < 0:
+        raise ForesayError("room noise: lead and tail must not be negative")
+    peak = float(np.abs(samples).max()) or 1.0
+    rng = np.random.default_rng(noise_seed)
+
+    def room(seconds: float) -> np.ndarray:
+        return rng.standard_normal(round(seconds * SAMPLE_RATE)).astype(np.float32) * setting.noise * peak
+
+    return np.concatenate([room(lead_s), samples.astype(np.float32), room(tail_s)])
+
+
 def utterances(split: str, count: int, seed: int) -> list[str]:
     """`count` distinct user requests of `split` (with their fillers), in a seeded order."""
     generator = DialogueGenerator(DomainConfig(seed=seed), split)
@@ -181,6 +196,25 @@ class SpeechSet:
 
     def __add__(self, other: "SpeechSet") -> "SpeechSet":
         return SpeechSet(self.texts + other.texts, self.audio + other.audio, self.settings + other.settings)
+
+    def in_room(self, lead_s: tuple[float, float], tail_s: tuple[float, float], seed: int,
+                limit_s: float | None = None) -> "SpeechSet":
+        """Every clip `in_room`, with a lead and a tail drawn uniformly from the (low, high) ranges
+        (seeded; (x, x) for a fixed one). `limit_s`: the lead and the tail shrink so that no clip
+        outgrows it (a model's window), and a clip already that long gains none."""
+        for low, high in (lead_s, tail_s):
+            if not 0 <= low <= high:
+                raise ForesayError(f"room noise: need 0 <= low <= high, got ({low}, {high})")
+        rng = random.Random(f"room:{seed}")
+        audio = []
+        for clip, setting in zip(self.audio, self.settings):
+            lead, tail, noise_seed = rng.uniform(*lead_s), rng.uniform(*tail_s), rng.getrandbits(32)
+            if limit_s is not None and lead + tail > 0:
+                room_s = max(0.0, limit_s - len(clip) / SAMPLE_RATE)
+                shrink = min(1.0, room_s / (lead + tail))
+                lead, tail = lead * shrink, tail * shrink
+            audio.append(in_room(clip, setting, noise_seed, lead, tail))
+        return SpeechSet(self.texts, audio, self.settings)
 
     def at_most(self, seconds: float) -> "SpeechSet":
         """The clips no longer than `seconds` (a model's window: a longer clip would be cut, its words not)."""

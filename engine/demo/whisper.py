@@ -18,7 +18,7 @@ from pathlib import Path
 
 from foresay.engine.demo.dialogues import SPLITS
 from foresay.engine.demo.speech import KINDS
-from foresay.engine.demo.cli import add_pair_eval_arguments, run
+from foresay.engine.demo.cli import add_pair_eval_arguments, in_room, room_words, run
 from foresay.engine.errors import ForesayError
 
 
@@ -67,7 +67,8 @@ def cmd_train(args) -> int:
         _progress(f"{name}: {len(speech.texts)} training clips ({prefix_clips} of them request prefixes, "
                   f"{fragment_clips} requests cut at a pause, {paused_clips} with a pause inside); computing features")
         data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips,
-                             paused_clips=paused_clips)
+                             paused_clips=paused_clips, room_lead_s=args.room_lead_s,
+                             room_tail_s=args.room_tail_s, room_seed=args.data_seed)
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
                                     threads=args.threads, checkpoint_every=args.checkpoint_every,
                                     stop_at=stop_at, precision=args.precision, init_from=args.init_from,
@@ -84,18 +85,19 @@ def cmd_eval(args) -> int:
     from foresay.engine.demo.speech import speech_set
 
     _threads(args.threads)
-    speech = speech_set(args.split, args.clips, args.data_seed, progress=_progress, kind=args.kind)
+    speech = in_room(speech_set(args.split, args.clips, args.data_seed, progress=_progress, kind=args.kind), args)
     report, ok = {}, True
     for role, name, gate in (("target", args.target, args.gate_target), ("draft", args.draft, args.gate_draft)):
         backend = build_backend(AsrConfig(target=name, backend="greedy"))
         score = evaluate_wer(backend, speech)
         ok &= score.wer <= gate
         report[role] = {"model": name, "wer": score.wer, "words": score.words, "clips": score.clips,
-                        "exact_clips": score.exact, "completed_clips": score.completed}
+                        "exact_clips": score.exact, "completed_clips": score.completed,
+                        "lead_s": args.lead_s, "tail_s": args.tail_s}
         completed = f", {score.completed} cut clips heard as whole sentences" if args.kind == "fragments" else ""
         print(f"{role} {name}: WER {100 * score.wer:.2f}% ({score.errors}/{score.words} words, "
               f"{score.exact}/{score.clips} clips exact{completed}) on {args.split}"
-              f"{'' if args.kind == 'whole' else ' ' + args.kind}; gate {100 * gate:.0f}%")
+              f"{'' if args.kind == 'whole' else ' ' + args.kind}{room_words(args)}; gate {100 * gate:.0f}%")
         for ref, hyp in score.worst[:args.show_misses]:
             print(f"    ref {ref!r}\n    got {hyp!r}")
     if args.json:
@@ -148,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="train one of the pair only (the tokenizer is rebuilt identically either way)")
     train.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                        help="bf16 autocast or fp32 (auto: bf16 where the CPU has native bfloat16)")
+    train.add_argument("--room-lead-s", type=float, default=0.6,
+                       help="each clip gains up to this much of its own noise before it (0: none), as the "
+                            "endpointer's pre-roll holds the room's noise before the first word")
+    train.add_argument("--room-tail-s", type=float, default=0.4,
+                       help="and up to this much after it (0: none), as a final decode hears the silence")
     train.add_argument("--no-augment", action="store_true", help="train on the features as rendered")
     train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                        help="also save each model every N steps")
