@@ -25,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from foresay.app.config import Settings
+from foresay.audio.turn_end import ends_sentence
 from foresay.engine.events import SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
 
 BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
@@ -90,6 +91,8 @@ class PausedTurnDriver:
                 policy.rechecking(turn_id, revision)
             elif kind == "heard":
                 policy.heard(turn_id, revision, value)
+            elif kind == "sentence":
+                policy.sentence_ended(turn_id, revision, value)
             else:
                 policy.update(value, turn_id, revision=revision, audio_until_t=heard)
 
@@ -131,8 +134,11 @@ class PausedTurnDriver:
             self.recheck_ms.append(1000 * recheck)
             delay, recheck = (spent, recheck) if self.estimate_s is None else (self.estimate_s, self.estimate_s)
             revision = state["revision"]
+            told = previewed - started if self.estimate_s is None else 0.0
+            if final.text.strip():  # the paused transcript's sentence end, as the listener tells it
+                self._pending.append((event.t + told, "sentence", event.turn_id, revision, ends_sentence(final.text),
+                                      final.t))
             if steady is not None:  # the paused transcript says a check follows, as the ASR stage's does
-                told = previewed - started if self.estimate_s is None else 0.0
                 self._pending.append((event.t + told, "rechecking", event.turn_id, revision, None, final.t))
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
             if p is not None:

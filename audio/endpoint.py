@@ -209,6 +209,11 @@ class Endpointer:
         end-of-turn policy (from any thread; it acts on the next frame)."""
         self.policy.update(p_end_of_turn, turn_id, revision=revision, audio_until_t=audio_until_t)
 
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool) -> None:
+        """Whether the recognizer ended `turn_id`'s transcript `revision` with a sentence end, for
+        the end-of-turn policy (from any thread)."""
+        self.policy.sentence_ended(turn_id, revision, ended)
+
     def rechecking(self, turn_id: int, revision: int) -> None:
         """A steadiness check of `turn_id`'s transcript `revision` is under way (its answer comes
         through `heard`), for the end-of-turn policy (from any thread)."""

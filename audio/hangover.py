@@ -48,6 +48,9 @@ class HangoverPolicy:
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         pass
 
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool) -> None:
+        pass
+
     def view(self):
         """(turn_id, P(end of turn) or None, wait_s, verdict) as a `turn_end.TurnEndView`."""
         from .turn_end import TurnEndView

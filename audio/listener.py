@@ -29,6 +29,7 @@ from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock
 from .endpoint import Endpointer, Mode
+from .turn_end import ends_sentence
 
 
 class Listener(Stage):
@@ -125,8 +126,11 @@ class Listener(Stage):
                 self._release_held(speaking)
         elif isinstance(event, DraftUpdated) and self.adaptive_endpointing:
             self.endpointer.estimate(event.p_end_of_turn, event.turn_id, event.revision, event.audio_until_t)
-        elif isinstance(event, PausedTranscript) and event.rechecking and self.adaptive_endpointing:
-            self.endpointer.rechecking(event.turn_id, event.revision)
+        elif isinstance(event, PausedTranscript) and self.adaptive_endpointing:
+            if event.text.strip():
+                self.endpointer.sentence_ended(event.turn_id, event.revision, ends_sentence(event.text))
+            if event.rechecking:
+                self.endpointer.rechecking(event.turn_id, event.revision)
         elif isinstance(event, PauseRechecked) and self.adaptive_endpointing:
             self.endpointer.heard(event.turn_id, event.revision, event.steady)
 

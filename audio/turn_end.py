@@ -16,6 +16,11 @@
   it finished; such an estimate waits at least `unsteady_s`, and so does one whose check is still
   under way (`rechecking`, from `PausedTranscript`): on a busy machine the check's answer may come
   after `complete_s`, and a finished-sounding fragment must not end the turn meanwhile;
+- whether the recognizer wrote a sentence end (`sentence_ended(turn_id, revision, ended)`, from
+  `PausedTranscript`): a recognizer that punctuates ends a whole request with ". ? !" and a
+  fragment with none ("Convert 14 kilometers"), from the voice as much as from the words, while
+  the LLM, taught to read unpunctuated requests too, may find the fragment whole; such an
+  estimate waits at least `open_sentence_s` (0: off, for a recognizer that writes no punctuation);
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
   its own probability that the turn has ended (a prosody cue, a small audio turn model). They are
@@ -36,7 +41,15 @@ import numpy as np
 from .blocks import SAMPLE_RATE
 from .hangover import HangoverPolicy
 
-VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words")
+VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
+            "no sentence end")
+SENTENCE_ENDS = (".", "?", "!", "。", "？", "！")
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether a transcript ends a sentence: its last mark is . ? or ! (an ellipsis trails off)."""
+    text = text.rstrip()
+    return text.endswith(SENTENCE_ENDS) and not text.endswith(("..", "…"))
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,9 @@ class TurnEndConfig:
     unsteady_s: the shortest wait on an estimate whose transcript was not heard steadily
         (verdict "unclear words") or whose check has not answered yet ("checking words"),
         between `complete_s` and `incomplete_s`.
+    open_sentence_s: the shortest wait on an estimate whose transcript the recognizer did not end
+        with a sentence end (verdict "no sentence end"); 0: off, else between `complete_s` and
+        `incomplete_s`. Turn it off for a recognizer that writes no punctuation.
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.49 s)
@@ -61,6 +77,7 @@ class TurnEndConfig:
     min_silence_s: float = 0.1
     llm_weight: float = 1.0
     unsteady_s: float = 0.8   # pauses inside requests last 0.3-0.7 s in the turn sets
+    open_sentence_s: float = 0.9  # such a pause measures up to 0.81 s from the last voiced frame
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
@@ -71,6 +88,8 @@ class TurnEndConfig:
             raise ValueError("turn end: llm_weight must not be negative")
         if not self.complete_s <= self.unsteady_s <= self.incomplete_s:
             raise ValueError("turn end: need complete_s <= unsteady_s <= incomplete_s")
+        if self.open_sentence_s and not self.complete_s <= self.open_sentence_s <= self.incomplete_s:
+            raise ValueError("turn end: need open_sentence_s 0 (off) or complete_s <= open_sentence_s <= incomplete_s")
 
 
 @dataclass(frozen=True)
@@ -114,13 +133,14 @@ class TurnEndDecision(HangoverPolicy):
         self._last_voiced_t: float | None = None
         self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
         self._checking: set[int] = set()  # revisions of this turn whose steadiness check is under way
+        self._open: set[int] = set()  # revisions of this turn the recognizer wrote no sentence end after
 
     # --- inputs -------------------------------------------------------------------------------
 
     def begin_turn(self, turn_id: int) -> None:
         self._turn_id = turn_id
         self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
-        self._unsteady, self._checking = set(), set()
+        self._unsteady, self._checking, self._open = set(), set(), set()
         for cue in self.cues:
             cue.begin_turn(turn_id)
 
@@ -147,6 +167,14 @@ class TurnEndDecision(HangoverPolicy):
             self._unsteady.discard(revision)
         else:
             self._unsteady.add(revision)
+
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool) -> None:
+        if turn_id != self._turn_id:
+            return
+        if ended:
+            self._open.discard(revision)
+        else:
+            self._open.add(revision)
 
     def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
         if voiced:
@@ -186,11 +214,13 @@ class TurnEndDecision(HangoverPolicy):
         else:
             frac = (_logit(p) - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
             wait, verdict = c.incomplete_s + frac * (c.complete_s - c.incomplete_s), "unsure"
-        if self._fresh() and wait < c.unsteady_s:
-            if self._revision in self._unsteady:
-                wait, verdict = c.unsteady_s, "unclear words"
-            elif self._revision in self._checking:
-                wait, verdict = c.unsteady_s, "checking words"
+        if self._fresh():
+            floors = [(c.unsteady_s, "unclear words", self._revision in self._unsteady),
+                      (c.unsteady_s, "checking words", self._revision in self._checking),
+                      (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._revision in self._open)]
+            for floor, reason, applies in floors:
+                if applies and wait < floor:
+                    wait, verdict = floor, reason
         return TurnEndView(self._turn_id, p, max(c.min_silence_s, wait), verdict)
 
     def hangover_s(self) -> float:

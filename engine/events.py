@@ -59,7 +59,8 @@ class TurnResumed(Event):
 class EndOfTurnEstimate(Event):
     """What the end-of-turn decision rests on (emitted when it changes inside an open turn):
     `p_end_of_turn` (None: no current estimate), the silence it asks for, and `verdict` in words
-    ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words")."""
+    ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
+    "no sentence end")."""
     p_end_of_turn: float | None = None
     wait_s: float = 0.0
     verdict: str = ""

@@ -89,13 +89,13 @@ class FakeSpeaker(Stage):
             self.emit(ReplyHeard(event.turn_id, 0.0))
 
 
-def test_the_listener_hands_the_decision_the_estimate_and_how_steadily_it_was_heard():
+def test_the_listener_hands_the_decision_the_estimate_how_steadily_and_how_it_was_heard():
     from foresay.audio.turn_end import TurnEndDecision
     from foresay.engine.events import DraftUpdated, PauseRechecked, PausedTranscript
     policy = TurnEndDecision()
     listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None)
     policy.begin_turn(1)
-    listener.handle(PausedTranscript(1, 0.3, 1, "set a timer", audio_until_t=0.3, rechecking=True))
+    listener.handle(PausedTranscript(1, 0.3, 1, "Set a timer for 5 minutes.", audio_until_t=0.3, rechecking=True))
     listener.handle(DraftUpdated(1, 0.35, 1, "", 0, 0.999, audio_until_t=0.3))
     assert policy.view().verdict == "checking words" and policy.hangover_s() == policy.config.unsteady_s
     listener.handle(PauseRechecked(1, 0.4, 1, steady=True))
@@ -106,10 +106,14 @@ def test_the_listener_hands_the_decision_the_estimate_and_how_steadily_it_was_he
     listener.handle(PauseRechecked(1, 0.7, 3, steady=True))
     listener.handle(DraftUpdated(1, 0.8, 3, "", 0, 0.999, audio_until_t=0.7))
     assert policy.view().verdict == "sounds finished"
+    listener.handle(PausedTranscript(1, 0.9, 4, "Set a timer for", audio_until_t=0.9))  # no sentence end written
+    listener.handle(DraftUpdated(1, 0.95, 4, "", 0, 0.999, audio_until_t=0.9))
+    assert policy.view().verdict == "no sentence end" and policy.hangover_s() == policy.config.open_sentence_s
     fixed = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None,
                      adaptive_endpointing=False)  # the fixed hangover takes no estimate
-    fixed.handle(PauseRechecked(1, 0.9, 4, steady=False))
-    policy.update(0.999, 1, revision=4, audio_until_t=0.9)
+    fixed.handle(PauseRechecked(1, 1.0, 5, steady=False))
+    fixed.handle(PausedTranscript(1, 1.0, 5, "Set a timer for", audio_until_t=1.0))
+    policy.update(0.999, 1, revision=5, audio_until_t=1.0)
     assert policy.view().verdict == "sounds finished"
 
 

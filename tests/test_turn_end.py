@@ -5,6 +5,8 @@ turn) for the transcript of all audio so far, as PredGen would after an ASR hop.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from audio_kit import speech_clip
@@ -227,6 +229,66 @@ def test_an_unsteady_transcript_lengthens_only_its_own_estimate():
     for bad in (0.1, 1.5):
         with pytest.raises(ValueError):
             TurnEndConfig(complete_s=0.25, incomplete_s=1.0, unsteady_s=bad)
+
+
+def test_a_transcript_the_recognizer_left_without_a_sentence_end_waits_longer():
+    """"Convert 14 kilometers" written without a full stop: the LLM may find it whole (p 0.6-0.93
+    measured on such fragments), the recognizer did not; the wait is at least `open_sentence_s`."""
+    policy = TurnEndDecision(CONFIG)
+    policy.begin_turn(3)
+    policy.sentence_ended(3, 5, ended=False)
+    policy.sentence_ended(4, 6, ended=False)      # another turn's transcript: ignored
+    policy.update(0.93, 3, revision=5, audio_until_t=1.0)
+    view = policy.view()
+    assert view.verdict == "no sentence end" and view.wait_s == CONFIG.open_sentence_s
+    assert view.p_end_of_turn == pytest.approx(0.93)
+    policy.update(0.01, 3, revision=5, audio_until_t=1.0)  # sounding unfinished already waits longer
+    assert policy.view().verdict == "sounds unfinished" and policy.hangover_s() == CONFIG.incomplete_s
+    policy.heard(3, 5, steady=False)              # both floors: the longer one
+    policy.update(0.999, 3, revision=5, audio_until_t=1.0)
+    assert policy.view().verdict == "no sentence end" and policy.hangover_s() == CONFIG.open_sentence_s
+    policy.sentence_ended(3, 6, ended=True)       # a newer transcript with its full stop
+    policy.update(0.999, 3, revision=6, audio_until_t=1.0)
+    assert policy.view().verdict == "sounds finished" and policy.hangover_s() == CONFIG.complete_s
+    policy.begin_turn(4)                          # a new turn forgets the old turn's marks
+    policy.update(0.999, 4, revision=6, audio_until_t=1.0)
+    assert policy.hangover_s() == CONFIG.complete_s
+    off = TurnEndDecision(replace(CONFIG, open_sentence_s=0.0))  # a recognizer that writes no punctuation
+    off.begin_turn(1)
+    off.sentence_ended(1, 0, ended=False)
+    off.update(0.999, 1, revision=0, audio_until_t=1.0)
+    assert off.view().verdict == "sounds finished"
+    for bad in (0.1, 1.5):
+        with pytest.raises(ValueError, match="open_sentence_s"):
+            TurnEndConfig(complete_s=0.25, incomplete_s=1.0, open_sentence_s=bad)
+
+
+def test_sentence_ends_are_full_stops_question_and_exclamation_marks_not_an_ellipsis():
+    from foresay.audio.turn_end import ends_sentence
+    assert all(ends_sentence(t) for t in ("Set a timer for ten minutes.", "Where is Peru? ", "Stop!", "停下。"))
+    assert not any(ends_sentence(t) for t in ("Convert 14 kilometers", "Um,", "Set a timer for...", "So…", ""))
+
+
+def test_a_pause_after_words_without_a_sentence_end_is_waited_out_though_they_sound_finished(paused_clip):
+    """"Set a timer for" ... "ten minutes.": the LLM finds the first words finished (p 0.93), the
+    recognizer wrote them without a full stop, and the user's "ten minutes" is not cut off."""
+    x, pause_at, resume_at = paused_clip
+    assert CONFIG.complete_s < resume_at - pause_at < CONFIG.open_sentence_s
+    for ended_sentence, resumed in ((False, 0), (True, 1)):
+        policy = TurnEndDecision(CONFIG)
+        ep = Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy=policy)
+        events, pauses = [], 0
+        for i in range(0, len(x), 320):
+            for e in ep.push(AudioBlock(x[i:i + 320], T0 + i / SAMPLE_RATE)):
+                events.append(e)
+                if isinstance(e, VoicePaused):
+                    ep.sentence_ended(e.turn_id, pauses, ended_sentence or pauses > 0)
+                    policy.update(0.93 if pauses == 0 else 0.999, e.turn_id, revision=pauses,
+                                  audio_until_t=e.last_voiced_t)
+                    pauses += 1
+        events += ep.finish()
+        assert sum(isinstance(e, TurnResumed) for e in events) == resumed
+        assert len(ended(events)) == 1 + resumed and ended(events)[-1].t - T0 > resume_at
 
 
 def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_estimates():

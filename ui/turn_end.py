@@ -18,11 +18,13 @@ from foresay.engine.events import (EndOfTurnEstimate, Event, SpeechStarted, Turn
 WAITING_WORDS = {"sounds finished": "sounds finished", "sounds unfinished": "waiting: sounds unfinished",
                  "unsure": "waiting: not sure it is finished", "listening": "waiting",
                  "unclear words": "waiting: not sure what was said",
-                 "checking words": "waiting: checking what was heard"}
+                 "checking words": "waiting: checking what was heard",
+                 "no sentence end": "waiting: no end of sentence heard"}
 ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "it sounded unfinished",
                "unsure": "not sure it was finished", "listening": "no estimate yet",
                "unclear words": "not sure what was said",
-               "checking words": "what was heard was still being checked"}
+               "checking words": "what was heard was still being checked",
+               "no sentence end": "no end of sentence was heard"}
 
 
 def verdict_words(verdict: str, ended: bool = False) -> str:
