@@ -69,9 +69,10 @@ class TurnEndConfig:
         `incomplete_s`. Turn it off for a recognizer that writes no punctuation.
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
-                               # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.49 s)
+                               # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.47 s)
     incomplete_p: float = 0.05
-    complete_s: float = 0.25
+    complete_s: float = 0.22    # 8 frames of 30 ms: one frame longer cost a median of 20-30 ms a turn
+                                # (docs/benchmarks.md, "a recognizer that hears the pre-roll")
     incomplete_s: float = 1.0
     no_estimate_s: float = 0.8
     min_silence_s: float = 0.1
