@@ -80,7 +80,7 @@ Audio is cached in the user cache (`~/.cache/foresay/demo-speech`), never commit
 
 {schedule}, {batch_size} clips per step, AdamW (peak lr {lr}, warmup {warmup} steps, cosine decay), seed
 {seed}, {precision} autocast; {seconds:.0f} s wall on this build machine ({note}); training loss over the
-last 25 steps {final_loss:.3f}. An auxiliary CTC loss on the encoder (weight {ctc_weight}, training only)
+last 25 steps {final_loss:.3f}. {ctc_words}
 makes the encoder align with the text before the decoder settles into the domain's language model.
 Every batch is augmented (`foresay.engine.demo.augment`): shifted in time, warped along the mel
 axis (a vocal-tract-length perturbation), and masked in one band and two spans, so that it does
@@ -103,6 +103,8 @@ CHAT_RESUME_COMMAND = ("nice -n 10 python -m foresay.engine.demo.chat train --re
 CHAT_EVAL_COMMAND = ("python -m foresay.engine.demo.chat eval --model demo --split test --dialogues 200 "
                      "--json assets/models/demo-chat/held_out.json")
 WHISPER_TRAIN_COMMAND = "python -m foresay.engine.demo.whisper train --which {role} --out-dir assets/models"
+WHISPER_TUNE_COMMAND = ("python -m foresay.engine.demo.whisper train --which {role} --init-from STAGE1/{name} "
+                        "--{role}-steps {steps} --lr {lr} --warmup {warmup} --ctc-weight {ctc_weight} --out-dir assets/models")
 WHISPER_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 "
                         "--json assets/models/demo-whisper/held_out.json\n"
                         "python -m foresay.engine.demo.whisper eval --split test --clips 200 --lead-s 0.3 --tail-s 0.27 "
@@ -231,8 +233,21 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
             "requests": stats["train_clips"] - prefixes,
             "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES,
             "room_lines": ROOM_LINES.format(**stats) if stats.get("room_lead_s") or stats.get("room_tail_s") else ""}
+    command = WHISPER_TRAIN_COMMAND.format(role=role)
+    flat["ctc_words"] = f"An auxiliary CTC loss on the encoder (weight {flat['ctc_weight']}, training only)"
+    if flat.get("init_from") and (folder / "training_stage1.json").exists():  # trained, then fine-tuned
+        first = _load(folder, "training_stage1.json")
+        command = (command.replace("--out-dir assets/models", "--out-dir STAGE1") + "\n"
+                   + WHISPER_TUNE_COMMAND.format(role=role, **flat))
+        flat["schedule"] = (f"Two stages, as the two commands say. (1) From scratch: {first['config']['steps']} steps, "
+                            f"AdamW peak lr {first['config']['lr']}, auxiliary CTC loss weight "
+                            f"{first['config']['ctc_weight']}; {first['seconds']:.0f} s wall, training loss "
+                            f"(cross-entropy plus CTC) over the last 25 steps {first['final_loss']:.3f}. (2) Fine-tuned "
+                            f"from (1): {flat['schedule']}")
+        flat["ctc_words"] = (f"An auxiliary CTC loss on the encoder (weight {first['config']['ctc_weight']} in "
+                             f"stage 1, none in stage 2, whose loss is cross-entropy alone; training only)")
     return WHISPER_CARD.format(
-        **flat, role=role, partner=partner, window=6, command=WHISPER_TRAIN_COMMAND.format(role=role),
+        **flat, role=role, partner=partner, window=6, command=command,
         eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,
         base_voices=", ".join(speech.BASE_VOICES),
         train_variants=", ".join(v or "(none)" for v in speech.TRAIN_VARIANTS),
