@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from foresay.app.config import Settings
-from foresay.audio.turn_end import ends_sentence
+from foresay.engine.sentences import ends_sentence
 from foresay.engine.events import SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
 
 BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers

@@ -29,7 +29,7 @@ from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock
 from .endpoint import Endpointer, Mode
-from .turn_end import ends_sentence
+from foresay.engine.sentences import ends_sentence
 
 
 class Listener(Stage):

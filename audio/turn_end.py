@@ -43,13 +43,6 @@ from .hangover import HangoverPolicy
 
 VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
             "no sentence end")
-SENTENCE_ENDS = (".", "?", "!", "。", "？", "！")
-
-
-def ends_sentence(text: str) -> bool:
-    """Whether a transcript ends a sentence: its last mark is . ? or ! (an ellipsis trails off)."""
-    text = text.rstrip()
-    return text.endswith(SENTENCE_ENDS) and not text.endswith(("..", "…"))
 
 
 @dataclass(frozen=True)

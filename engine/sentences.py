@@ -45,6 +45,16 @@ the their then there therefore these they this those though thus to today too tw
 usually was we well were what when where whether which while who why will with would yes yet you
 your
 """.split())
+SENTENCE_ENDS = (".", "?", "!", *_CJK_TERMINATORS)
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether a whole transcript ends a sentence: its last mark is . ? or ! (an ellipsis trails
+    off). The recognizer's punctuation, read by the end-of-turn decision and the recognizer evals."""
+    text = text.rstrip()
+    return text.endswith(SENTENCE_ENDS) and not text.endswith(("..", "…"))
+
+
 _DOTTED = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")       # e.g, U.S, a.m (before the final dot)
 _TIME = re.compile(r"[AP]\.M")                         # "6 P.M. Mr. Smith": upper-case times end
 _MARKER = re.compile(r"\s*(?:([•⁃▪◦‣])[ \t]*)?(?:(\d{1,3}|[a-z])(\.\)|\)|\.))?(?=\s)")

@@ -264,7 +264,7 @@ def test_a_transcript_the_recognizer_left_without_a_sentence_end_waits_longer():
 
 
 def test_sentence_ends_are_full_stops_question_and_exclamation_marks_not_an_ellipsis():
-    from foresay.audio.turn_end import ends_sentence
+    from foresay.engine.sentences import ends_sentence
     assert all(ends_sentence(t) for t in ("Set a timer for ten minutes.", "Where is Peru? ", "Stop!", "停下。"))
     assert not any(ends_sentence(t) for t in ("Convert 14 kilometers", "Um,", "Set a timer for...", "So…", ""))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from foresay.engine.demo.speech import SpeechSet
+from foresay.engine.sentences import ends_sentence
 from foresay.engine.sequences import words
 
 
@@ -28,10 +29,6 @@ class WerScore:
     @property
     def wer(self) -> float:
         return self.errors / self.words if self.words else 0.0
-
-
-def ends_sentence(text: str) -> bool:
-    return text.rstrip().endswith((".", "?", "!"))
 
 
 def evaluate_wer(backend, speech: SpeechSet, keep_worst: int = 10) -> WerScore:
