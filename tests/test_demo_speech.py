@@ -104,3 +104,27 @@ def test_clips_in_the_room_gain_their_own_noise_before_and_after_and_nothing_els
     assert [len(a) for a in fixed.audio] == [16_000 + 4_800, 80_000 + 4_800]
     with pytest.raises(ForesayError, match="low <= high"):
         speech.in_room((0.5, 0.2), (0.0, 0.0), seed=0)
+
+
+def test_a_silent_share_of_the_room_frames_those_clips_in_digital_silence_and_moves_nothing_else():
+    import pytest
+
+    from foresay.engine.demo.speech import SpeechSet, VoiceSetting, in_room
+    from foresay.engine.errors import ForesayError
+
+    voice = VoiceSetting("en-us", 160, 50, noise=0.02)
+    clip = np.sin(np.arange(16_000, dtype=np.float32) / 5) * 0.5
+    silent = in_room(clip, voice, 1, 0.3, 0.2, silent=True)
+    assert not silent[:4_800].any() and not silent[-3_200:].any() and np.array_equal(silent[4_800:-3_200], clip)
+
+    speech = SpeechSet([str(i) for i in range(40)], [clip] * 40, [voice] * 40)
+    noisy = speech.in_room((0.0, 0.6), (0.0, 0.4), seed=3)
+    half = speech.in_room((0.0, 0.6), (0.0, 0.4), seed=3, silent_share=0.5)
+    assert [len(a) for a in half.audio] == [len(a) for a in noisy.audio]  # the same leads and tails
+    in_silence = lambda a: np.count_nonzero(a) == np.count_nonzero(clip)  # noqa: E731  nothing but the words
+    assert 5 < sum(map(in_silence, half.audio)) < 35 and not any(map(in_silence, noisy.audio))
+    for a, b in zip(half.audio, noisy.audio):  # a clip framed in noise is framed as without the share
+        assert in_silence(a) or np.array_equal(a, b)
+    assert all(map(in_silence, speech.in_room((0.1, 0.6), (0.0, 0.4), 3, silent_share=1.0).audio))
+    with pytest.raises(ForesayError, match="silent share must lie in 0..1"):
+        speech.in_room((0.0, 0.6), (0.0, 0.4), seed=3, silent_share=1.5)

@@ -94,13 +94,17 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
     voiced = SpeechSet(texts, speech.audio, [VoiceSetting("en-us", 160, 50, 0.01)] * 2)
     roomy = training_data(tok, voiced, room_lead_s=0.6, room_tail_s=0.4, room_seed=1)
     assert all(51 < f <= 51 + 50 for f in roomy.frames) and (roomy.room_lead_s, roomy.room_tail_s) == (0.6, 0.4)
+    silent = training_data(tok, voiced, room_lead_s=0.6, room_tail_s=0.4, room_seed=1, room_silent_share=1.0)
+    assert silent.frames == roomy.frames and silent.room_silent_share == 1.0
+    assert not np.array_equal(silent.features.numpy(), roomy.features.numpy())  # the same leads, heard as silence
+    with pytest.raises(ForesayError, match="needs a room"):
+        training_data(tok, voiced, room_silent_share=0.5)
     config = WhisperTrainConfig(steps=2, batch_size=2, warmup=1, threads=0, precision="bf16")
     train_whisper("demo-whisper-draft", config, tok, data, tmp_path / "draft", progress=quiet)
     saved = json.loads((tmp_path / "draft" / "training.json").read_text())
     assert saved["steps_done"] == 2 and saved["precision"] == "bf16"
     assert load_whisper(WhisperModelConfig(str(tmp_path / "draft"))).window_seconds == 6.0
 
-    import pytest
     import torch
     from transformers import WhisperForConditionalGeneration
 
@@ -155,3 +159,14 @@ def test_auc_counts_ties_half():
     assert auc([0.5, 0.9], [0.5]) == 0.75
     with pytest.raises(ValueError):
         auc([], [0.1])
+
+
+def test_the_whisper_commands_refuse_a_room_that_frames_nothing_before_rendering_a_clip(capsys):
+    from foresay.engine.demo.whisper import main
+
+    assert main(["train", "--out-dir", "x", "--room-silent-share", "1.5"]) == 2
+    assert "--room-silent-share must lie in 0..1" in capsys.readouterr().err
+    assert main(["train", "--out-dir", "x", "--room-lead-s", "0", "--room-tail-s", "0", "--room-silent-share", "0.2"]) == 2
+    assert "it needs --room-lead-s or --room-tail-s" in capsys.readouterr().err
+    assert main(["eval", "--silent-room"]) == 2
+    assert "--silent-room frames the clips in silence" in capsys.readouterr().err

@@ -104,16 +104,23 @@ CHAT_EVAL_COMMAND = ("python -m foresay.engine.demo.chat eval --model demo --spl
                      "--json assets/models/demo-chat/held_out.json")
 WHISPER_TRAIN_COMMAND = "python -m foresay.engine.demo.whisper train --which {role} --out-dir assets/models"
 WHISPER_TUNE_COMMAND = ("python -m foresay.engine.demo.whisper train --which {role} --init-from STAGE1/{name} "
-                        "--{role}-steps {steps} --lr {lr} --warmup {warmup} --ctc-weight {ctc_weight} --out-dir assets/models")
+                        "--{role}-steps {steps} --lr {lr} --warmup {warmup} --ctc-weight {ctc_weight}{silent_option} "
+                        "--out-dir assets/models")
 WHISPER_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 "
                         "--json assets/models/demo-whisper/held_out.json\n"
                         "python -m foresay.engine.demo.whisper eval --split test --clips 200 --lead-s 0.3 --tail-s 0.27 "
-                        "--json assets/models/demo-whisper/held_out_room.json")
+                        "--json assets/models/demo-whisper/held_out_room.json\n"
+                        "python -m foresay.engine.demo.whisper eval --split test --clips 200 --lead-s 0.3 --tail-s 0.27 "
+                        "--silent-room --json assets/models/demo-whisper/held_out_silent.json")
 ROOM_LINES = """
 Every clip is framed by its own noise, up to {room_lead_s:g} s before it and up to {room_tail_s:g} s after it
 (drawn per clip): espeak-ng's clips begin at the first sound, while the endpointer hands the
 recognizer its 0.3 s pre-roll of room noise before the first word, and a model that never heard
-noise alone takes it for words ("Hmm, ...")."""
+noise alone takes it for words ("Hmm, ...").{silent_lines}"""
+SILENT_LINES = """
+{share:.0%} of the clips (drawn per clip) are framed in digital silence instead{stage}, as a
+noise-suppressed microphone or a rendered file hands them: a model that only ever heard noise
+before a word hears whole sentences of its own in a silent lead."""
 PREFIX_LINES = """Besides, {:,} of these requests cut to their first words (1 to n-1 of n words) and spoken alone in
 another training voice setting: a streaming recognizer hears every request part way through, and
 a model trained on whole requests only turns the first words into a whole request of its own."""
@@ -227,16 +234,25 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
         lines += (f" The same clips as the endpointer hands them, with {room['lead_s']:g} s of their noise "
                   f"before and {room['tail_s']:g} s after: **{100 * room['wer']:.2f}%** "
                   f"({room['exact_clips']}/{room['clips']} clips word for word).")
+    if (folder.parent / "demo-whisper" / "held_out_silent.json").exists():
+        silent = _load(folder.parent / "demo-whisper", "held_out_silent.json")[role]
+        lines += (f" Framed in digital silence instead: **{100 * silent['wer']:.2f}%** "
+                  f"({silent['exact_clips']}/{silent['clips']} clips word for word).")
     prefixes = stats.get("prefix_clips", 0)
     flat = {**_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"),
             "precision": stats["precision"],  # what "auto" resolved to on the build machine
             "requests": stats["train_clips"] - prefixes,
             "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES,
-            "room_lines": ROOM_LINES.format(**stats) if stats.get("room_lead_s") or stats.get("room_tail_s") else ""}
+            "silent_option": f" --room-silent-share {stats['room_silent_share']:g}" if stats.get("room_silent_share") else ""}
+    first = _load(folder, "training_stage1.json") if flat.get("init_from") and (folder / "training_stage1.json").exists() \
+        else None
+    silent_lines = SILENT_LINES.format(share=stats["room_silent_share"], stage=" in stage 2" if first else "") \
+        if stats.get("room_silent_share") else ""
+    flat["room_lines"] = ROOM_LINES.format(**stats, silent_lines=silent_lines) \
+        if stats.get("room_lead_s") or stats.get("room_tail_s") else ""
     command = WHISPER_TRAIN_COMMAND.format(role=role)
     flat["ctc_words"] = f"An auxiliary CTC loss on the encoder (weight {flat['ctc_weight']}, training only)"
-    if flat.get("init_from") and (folder / "training_stage1.json").exists():  # trained, then fine-tuned
-        first = _load(folder, "training_stage1.json")
+    if first:  # trained, then fine-tuned
         command = (command.replace("--out-dir assets/models", "--out-dir STAGE1") + "\n"
                    + WHISPER_TUNE_COMMAND.format(role=role, **flat))
         flat["schedule"] = (f"Two stages, as the two commands say. (1) From scratch: {first['config']['steps']} steps, "
@@ -244,8 +260,10 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
                             f"{first['config']['ctc_weight']}; {first['seconds']:.0f} s wall, training loss "
                             f"(cross-entropy plus CTC) over the last 25 steps {first['final_loss']:.3f}. (2) Fine-tuned "
                             f"from (1): {flat['schedule']}")
+        second = (f"{flat['ctc_weight']} in stage 2" if flat["ctc_weight"]
+                  else "none in stage 2, whose loss is cross-entropy alone")
         flat["ctc_words"] = (f"An auxiliary CTC loss on the encoder (weight {first['config']['ctc_weight']} in "
-                             f"stage 1, none in stage 2, whose loss is cross-entropy alone; training only)")
+                             f"stage 1, {second}; training only)")
     return WHISPER_CARD.format(
         **flat, role=role, partner=partner, window=6, command=command,
         eval_command=WHISPER_EVAL_COMMAND, eval_lines=lines, note=note,

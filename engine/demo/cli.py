@@ -56,20 +56,32 @@ def add_pair_eval_arguments(ev: argparse.ArgumentParser, target: str, draft: str
                     help="give every clip this much of its own noise before it, as the endpointer's "
                          "pre-roll does (0.3 s in the live path)")
     ev.add_argument("--tail-s", type=float, default=0.0, help="and this much after it")
+    ev.add_argument("--silent-room", action="store_true",
+                    help="the lead and the tail are digital silence, not the clip's noise (a noise-"
+                         "suppressed microphone, a rendered file)")
+
+
+def check_room(args) -> None:
+    """Refuse an eval's `--lead-s` / `--tail-s` / `--silent-room` that frame nothing (before any clip is rendered)."""
+    if args.lead_s < 0 or args.tail_s < 0:
+        raise ForesayError("--lead-s and --tail-s must not be negative")
+    if args.silent_room and not args.lead_s and not args.tail_s:
+        raise ForesayError("--silent-room frames the clips in silence: give --lead-s or --tail-s")
 
 
 def in_room(speech, args):
-    """The eval's clips with `--lead-s` / `--tail-s` of their own noise around them (as they are
-    without either)."""
-    if args.lead_s < 0 or args.tail_s < 0:
-        raise ForesayError("--lead-s and --tail-s must not be negative")
+    """The eval's clips with `--lead-s` / `--tail-s` of their own noise (or, `--silent-room`, of
+    digital silence) around them (as they are without either)."""
+    check_room(args)
     if not args.lead_s and not args.tail_s:
         return speech
-    return speech.in_room((args.lead_s, args.lead_s), (args.tail_s, args.tail_s), args.data_seed)
+    return speech.in_room((args.lead_s, args.lead_s), (args.tail_s, args.tail_s), args.data_seed,
+                          silent_share=1.0 if args.silent_room else 0.0)
 
 
 def room_words(args) -> str:
     """How an eval's clips were framed, for its report line ('' when as rendered)."""
     if not args.lead_s and not args.tail_s:
         return ""
-    return f", with {args.lead_s:g} s of room noise before and {args.tail_s:g} s after"
+    room = "digital silence" if args.silent_room else "room noise"
+    return f", with {args.lead_s:g} s of {room} before and {args.tail_s:g} s after"

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from foresay.engine.demo.cli import add_pair_eval_arguments, in_room, room_words, run
+from foresay.engine.demo.cli import add_pair_eval_arguments, check_room, in_room, room_words, run
 from foresay.engine.demo.dialogues import SPLITS
 from foresay.engine.errors import ForesayError
 
@@ -108,6 +108,7 @@ def cmd_eval(args) -> int:
     from foresay.engine.demo.evaluate_whisper import evaluate_wer
     from foresay.engine.demo.speech import speech_set
 
+    check_room(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     speech = in_room(speech_set(args.split, args.clips, args.data_seed, progress=_progress), args)
@@ -116,7 +117,8 @@ def cmd_eval(args) -> int:
         score = evaluate_wer(build_backend(AsrConfig(target=name, backend="llm-greedy")), speech)
         ok &= score.wer <= gate
         report[role] = {"model": name, "wer": score.wer, "words": score.words, "clips": score.clips,
-                        "exact_clips": score.exact, "lead_s": args.lead_s, "tail_s": args.tail_s}
+                        "exact_clips": score.exact, "lead_s": args.lead_s, "tail_s": args.tail_s,
+                        "silent_room": args.silent_room}
         print(f"{role} {name}: WER {100 * score.wer:.2f}% ({score.errors}/{score.words} words, "
               f"{score.exact}/{score.clips} clips exact) on {args.split}{room_words(args)}; gate {100 * gate:.0f}%")
         for ref, hyp in score.worst[:args.show_misses]:

@@ -82,13 +82,15 @@ def with_noise(samples: np.ndarray, setting: VoiceSetting, noise_seed: int) -> n
     return samples + noise * setting.noise * peak
 
 
-def in_room(samples: np.ndarray, setting: VoiceSetting, noise_seed: int, lead_s: float, tail_s: float) -> np.ndarray:
+def in_room(samples: np.ndarray, setting: VoiceSetting, noise_seed: int, lead_s: float, tail_s: float,
+            silent: bool = False) -> np.ndarray:
     """`samples` with `lead_s` seconds before them and `tail_s` after of the setting's noise alone, at
     the clip's level: what an endpointer hands a recognizer. Its pre-roll and tail hold the room's
-    noise, while espeak-ng's clips begin at the first sound and mostly end at the last."""
+    noise, while espeak-ng's clips begin at the first sound and mostly end at the last. `silent`:
+    digital silence instead, as a noise-suppressed microphone or a rendered file hands them."""
     if lead_s < 0 or tail_s < 0:
         raise ForesayError("room noise: lead and tail must not be negative")
-    peak = float(np.abs(samples).max()) or 1.0
+    peak = 0.0 if silent else float(np.abs(samples).max()) or 1.0
     rng = np.random.default_rng(noise_seed)
 
     def room(seconds: float) -> np.ndarray:
@@ -198,14 +200,19 @@ class SpeechSet:
         return SpeechSet(self.texts + other.texts, self.audio + other.audio, self.settings + other.settings)
 
     def in_room(self, lead_s: tuple[float, float], tail_s: tuple[float, float], seed: int,
-                limit_s: float | None = None) -> "SpeechSet":
+                limit_s: float | None = None, silent_share: float = 0.0) -> "SpeechSet":
         """Every clip `in_room`, with a lead and a tail drawn uniformly from the (low, high) ranges
         (seeded; (x, x) for a fixed one). `limit_s`: the lead and the tail shrink so that no clip
-        outgrows it (a model's window), and a clip already that long gains none."""
+        outgrows it (a model's window), and a clip already that long gains none. `silent_share`:
+        this share of the clips (drawn per clip) is framed in digital silence instead of noise."""
         for low, high in (lead_s, tail_s):
             if not 0 <= low <= high:
                 raise ForesayError(f"room noise: need 0 <= low <= high, got ({low}, {high})")
+        if not 0.0 <= silent_share <= 1.0:
+            raise ForesayError(f"room noise: the silent share must lie in 0..1, got {silent_share}")
         rng = random.Random(f"room:{seed}")
+        # drawn apart from `rng`, so that the leads and tails of a seed stay what they were without it
+        silent_rng = random.Random(f"room-silent:{seed}")
         audio = []
         for clip, setting in zip(self.audio, self.settings):
             lead, tail, noise_seed = rng.uniform(*lead_s), rng.uniform(*tail_s), rng.getrandbits(32)
@@ -213,7 +220,7 @@ class SpeechSet:
                 room_s = max(0.0, limit_s - len(clip) / SAMPLE_RATE)
                 shrink = min(1.0, room_s / (lead + tail))
                 lead, tail = lead * shrink, tail * shrink
-            audio.append(in_room(clip, setting, noise_seed, lead, tail))
+            audio.append(in_room(clip, setting, noise_seed, lead, tail, silent=silent_rng.random() < silent_share))
         return SpeechSet(self.texts, audio, self.settings)
 
     def at_most(self, seconds: float) -> "SpeechSet":

@@ -244,6 +244,7 @@ def _save(name, model, tok, out: Path, config: WhisperTrainConfig, precision: st
              "train_clips": len(data.rows), "prefix_clips": data.prefix_clips,
              "fragment_clips": data.fragment_clips, "paused_clips": data.paused_clips,
              "room_lead_s": data.room_lead_s, "room_tail_s": data.room_tail_s,
+             "room_silent_share": data.room_silent_share,
              "steps_done": steps_done, "final_loss": float(np.mean(losses[-25:])),
              "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
     (out / "training.json").write_text(json.dumps(stats, indent=2))
@@ -279,16 +280,23 @@ class WhisperTrainingData:
     paused_clips: int = 0  # how many are whole requests with a pause inside (kind "paused")
     room_lead_s: float = 0.0  # each clip has up to this much room noise before it (`SpeechSet.in_room`)
     room_tail_s: float = 0.0  # and up to this much after it
+    room_silent_share: float = 0.0  # the share of clips framed in digital silence instead of noise
 
 
 def training_data(tok, speech: SpeechSet, prefix_clips: int = 0, fragment_clips: int = 0,
                   paused_clips: int = 0, room_lead_s: float = 0.0, room_tail_s: float = 0.0,
-                  room_seed: int = 0) -> WhisperTrainingData:
+                  room_seed: int = 0, room_silent_share: float = 0.0) -> WhisperTrainingData:
     """`room_lead_s` / `room_tail_s`: each clip gains a lead and a tail of its own noise, drawn
     uniformly up to these (seeded by `room_seed`), within the window: the endpointer's pre-roll
     holds the room's noise before the first word, which a model trained on espeak-ng's clips alone
-    (they begin at the first sound) takes for words."""
+    (they begin at the first sound) takes for words. `room_silent_share` of the clips are framed in
+    digital silence instead (a noise-suppressed microphone, a rendered file): a model that only
+    ever heard noise before a word hears whole sentences of its own in a silent lead."""
     if room_lead_s or room_tail_s:
-        speech = speech.in_room((0.0, room_lead_s), (0.0, room_tail_s), room_seed, limit_s=WINDOW_SECONDS)
+        speech = speech.in_room((0.0, room_lead_s), (0.0, room_tail_s), room_seed, limit_s=WINDOW_SECONDS,
+                                silent_share=room_silent_share)
+    elif room_silent_share:
+        raise ForesayError("a silent share of the room needs a room: room_lead_s or room_tail_s above 0")
     return WhisperTrainingData(features(speech.audio), token_rows(tok, speech.texts), speech_frames(speech.audio),
-                               prefix_clips, fragment_clips, paused_clips, room_lead_s, room_tail_s)
+                               prefix_clips, fragment_clips, paused_clips, room_lead_s, room_tail_s,
+                               room_silent_share)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from foresay.engine.demo.dialogues import SPLITS
 from foresay.engine.demo.speech import KINDS
-from foresay.engine.demo.cli import add_pair_eval_arguments, in_room, room_words, run
+from foresay.engine.demo.cli import add_pair_eval_arguments, check_room, in_room, room_words, run
 from foresay.engine.errors import ForesayError
 
 
@@ -44,6 +44,10 @@ def cmd_train(args) -> int:
     for option in ("target_prefix_clips", "draft_prefix_clips", "target_fragment_clips", "target_paused_clips"):
         if not 0 <= getattr(args, option) <= args.clips:
             raise ForesayError(f"--{option.replace('_', '-')} must lie in 0..--clips ({args.clips})")
+    if not 0.0 <= args.room_silent_share <= 1.0:
+        raise ForesayError("--room-silent-share must lie in 0..1")
+    if args.room_silent_share and not (args.room_lead_s or args.room_tail_s):
+        raise ForesayError("--room-silent-share frames the clips' room in silence: it needs --room-lead-s or --room-tail-s")
     requests = speech_set("train", args.clips, args.data_seed, progress=_progress)
     tok = build_whisper_tokenizer(requests.texts)  # the requests themselves, as `utterances` lists them
     results = {}
@@ -68,7 +72,8 @@ def cmd_train(args) -> int:
                   f"{fragment_clips} requests cut at a pause, {paused_clips} with a pause inside); computing features")
         data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips,
                              paused_clips=paused_clips, room_lead_s=args.room_lead_s,
-                             room_tail_s=args.room_tail_s, room_seed=args.data_seed)
+                             room_tail_s=args.room_tail_s, room_seed=args.data_seed,
+                             room_silent_share=args.room_silent_share)
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
                                     threads=args.threads, checkpoint_every=args.checkpoint_every,
                                     stop_at=stop_at, precision=args.precision, init_from=args.init_from,
@@ -84,6 +89,7 @@ def cmd_eval(args) -> int:
     from foresay.engine.demo.evaluate_whisper import evaluate_wer
     from foresay.engine.demo.speech import speech_set
 
+    check_room(args)
     _threads(args.threads)
     speech = in_room(speech_set(args.split, args.clips, args.data_seed, progress=_progress, kind=args.kind), args)
     report, ok = {}, True
@@ -93,7 +99,7 @@ def cmd_eval(args) -> int:
         ok &= score.wer <= gate
         report[role] = {"model": name, "wer": score.wer, "words": score.words, "clips": score.clips,
                         "exact_clips": score.exact, "completed_clips": score.completed,
-                        "lead_s": args.lead_s, "tail_s": args.tail_s}
+                        "lead_s": args.lead_s, "tail_s": args.tail_s, "silent_room": args.silent_room}
         completed = f", {score.completed} cut clips heard as whole sentences" if args.kind == "fragments" else ""
         print(f"{role} {name}: WER {100 * score.wer:.2f}% ({score.errors}/{score.words} words, "
               f"{score.exact}/{score.clips} clips exact{completed}) on {args.split}"
@@ -155,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "endpointer's pre-roll holds the room's noise before the first word")
     train.add_argument("--room-tail-s", type=float, default=0.4,
                        help="and up to this much after it (0: none), as a final decode hears the silence")
+    train.add_argument("--room-silent-share", type=float, default=0.0,
+                       help="frame this share of the clips (0..1) in digital silence instead of noise, as a "
+                            "noise-suppressed microphone or a rendered file hands them")
     train.add_argument("--no-augment", action="store_true", help="train on the features as rendered")
     train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                        help="also save each model every N steps")
