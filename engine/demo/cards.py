@@ -121,6 +121,10 @@ SILENT_LINES = """
 {share:.0%} of the clips (drawn per clip) are framed in digital silence instead{stage}, as a
 noise-suppressed microphone or a rendered file hands them: a model that only ever heard noise
 before a word hears whole sentences of its own in a silent lead."""
+PAUSE_LINES = """
+{stage}, {0:,} requests spoken with a pause after their first words and cut in that pause
+(labelled with those words, no sentence end), and {1:,} spoken whole with a pause inside: at a
+pause the recognizer must write a fragment as a fragment, or the end-of-turn decision cuts in."""
 PREFIX_LINES = """Besides, {:,} of these requests cut to their first words (1 to n-1 of n words) and spoken alone in
 another training voice setting: a streaming recognizer hears every request part way through, and
 a model trained on whole requests only turns the first words into a whole request of its own."""
@@ -241,13 +245,19 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
     prefixes = stats.get("prefix_clips", 0)
     flat = {**_flat(stats, "--target-stop-at" if role == "target" else "--draft-stop-at"),
             "precision": stats["precision"],  # what "auto" resolved to on the build machine
-            "requests": stats["train_clips"] - prefixes,
+            "requests": stats["train_clips"] - prefixes - stats.get("fragment_clips", 0) - stats.get("paused_clips", 0),
             "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES,
-            "silent_option": f" --room-silent-share {stats['room_silent_share']:g}" if stats.get("room_silent_share") else ""}
+            "silent_option": "".join((
+                f" --{role}-fragment-clips {stats['fragment_clips']}" if stats.get("fragment_clips") else "",
+                f" --{role}-paused-clips {stats.get('paused_requested', stats['paused_clips'])}" if stats.get("paused_clips") else "",
+                f" --room-silent-share {stats['room_silent_share']:g}" if stats.get("room_silent_share") else ""))}
     first = _load(folder, "training_stage1.json") if flat.get("init_from") and (folder / "training_stage1.json").exists() \
         else None
     silent_lines = SILENT_LINES.format(share=stats["room_silent_share"], stage=" in stage 2" if first else "") \
         if stats.get("room_silent_share") else ""
+    if stats.get("fragment_clips") or stats.get("paused_clips"):
+        silent_lines += PAUSE_LINES.format(stats.get("fragment_clips", 0), stats.get("paused_clips", 0),
+                                           stage="In stage 2, besides" if first else "Besides")
     flat["room_lines"] = ROOM_LINES.format(**stats, silent_lines=silent_lines) \
         if stats.get("room_lead_s") or stats.get("room_tail_s") else ""
     command = WHISPER_TRAIN_COMMAND.format(role=role)

@@ -80,6 +80,9 @@ def cmd_train(args) -> int:
                                     warmup=args.warmup, ctc_weight=args.ctc_weight,
                                     augmentation=None if args.no_augment else AugmentConfig())
         results[name] = train_whisper(name, config, tok, data, Path(args.out_dir) / name, _progress)
+        if name == "demo-whisper" and args.target_paused_clips:  # asked for; the window may keep fewer
+            results[name]["paused_requested"] = args.target_paused_clips
+            (Path(args.out_dir) / name / "training.json").write_text(json.dumps(results[name], indent=2))
     print(json.dumps(results, indent=2))
     return 0
 
