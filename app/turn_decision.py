@@ -25,8 +25,8 @@ from dataclasses import replace
 import numpy as np
 
 from foresay.app.config import Settings
-from foresay.engine.sentences import ends_sentence
 from foresay.engine.events import SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
+from foresay.engine.sentences import ends_sentence
 
 BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
 

@@ -25,11 +25,11 @@ import numpy as np
 
 from foresay.engine.events import (DraftUpdated, Event, Interrupt, PauseRechecked, PausedTranscript, ReplyHeard,
                                    ReplyStarted, SpeechStarted, TurnEnded, UserAudio)
+from foresay.engine.sentences import ends_sentence
 from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock
 from .endpoint import Endpointer, Mode
-from foresay.engine.sentences import ends_sentence
 
 
 class Listener(Stage):

@@ -104,7 +104,7 @@ CHAT_EVAL_COMMAND = ("python -m foresay.engine.demo.chat eval --model demo --spl
                      "--json assets/models/demo-chat/held_out.json")
 WHISPER_TRAIN_COMMAND = "python -m foresay.engine.demo.whisper train --which {role} --out-dir assets/models"
 WHISPER_TUNE_COMMAND = ("python -m foresay.engine.demo.whisper train --which {role} --init-from STAGE1/{name} "
-                        "--{role}-steps {steps} --lr {lr} --warmup {warmup} --ctc-weight {ctc_weight}{silent_option} "
+                        "--{role}-steps {steps} --lr {lr} --warmup {warmup} --ctc-weight {ctc_weight}{data_options} "
                         "--out-dir assets/models")
 WHISPER_EVAL_COMMAND = ("python -m foresay.engine.demo.whisper eval --split test --clips 200 "
                         "--json assets/models/demo-whisper/held_out.json\n"
@@ -116,7 +116,7 @@ ROOM_LINES = """
 Every clip is framed by its own noise, up to {room_lead_s:g} s before it and up to {room_tail_s:g} s after it
 (drawn per clip): espeak-ng's clips begin at the first sound, while the endpointer hands the
 recognizer its 0.3 s pre-roll of room noise before the first word, and a model that never heard
-noise alone takes it for words ("Hmm, ...").{silent_lines}"""
+noise alone takes it for words ("Hmm, ...").{more_lines}"""
 SILENT_LINES = """
 {share:.0%} of the clips (drawn per clip) are framed in digital silence instead{stage}, as a
 noise-suppressed microphone or a rendered file hands them: a model that only ever heard noise
@@ -247,18 +247,18 @@ def whisper_card(folder: Path, role: str, partner: str, note: str) -> str:
             "precision": stats["precision"],  # what "auto" resolved to on the build machine
             "requests": stats["train_clips"] - prefixes - stats.get("fragment_clips", 0) - stats.get("paused_clips", 0),
             "prefix_lines": PREFIX_LINES.format(prefixes) if prefixes else NO_PREFIX_LINES,
-            "silent_option": "".join((
+            "data_options": "".join((
                 f" --{role}-fragment-clips {stats['fragment_clips']}" if stats.get("fragment_clips") else "",
                 f" --{role}-paused-clips {stats.get('paused_requested', stats['paused_clips'])}" if stats.get("paused_clips") else "",
                 f" --room-silent-share {stats['room_silent_share']:g}" if stats.get("room_silent_share") else ""))}
     first = _load(folder, "training_stage1.json") if flat.get("init_from") and (folder / "training_stage1.json").exists() \
         else None
-    silent_lines = SILENT_LINES.format(share=stats["room_silent_share"], stage=" in stage 2" if first else "") \
+    more_lines = SILENT_LINES.format(share=stats["room_silent_share"], stage=" in stage 2" if first else "") \
         if stats.get("room_silent_share") else ""
     if stats.get("fragment_clips") or stats.get("paused_clips"):
-        silent_lines += PAUSE_LINES.format(stats.get("fragment_clips", 0), stats.get("paused_clips", 0),
+        more_lines += PAUSE_LINES.format(stats.get("fragment_clips", 0), stats.get("paused_clips", 0),
                                            stage="In stage 2, besides" if first else "Besides")
-    flat["room_lines"] = ROOM_LINES.format(**stats, silent_lines=silent_lines) \
+    flat["room_lines"] = ROOM_LINES.format(**stats, more_lines=more_lines) \
         if stats.get("room_lead_s") or stats.get("room_tail_s") else ""
     command = WHISPER_TRAIN_COMMAND.format(role=role)
     flat["ctc_words"] = f"An auxiliary CTC loss on the encoder (weight {flat['ctc_weight']}, training only)"

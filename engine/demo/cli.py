@@ -71,8 +71,7 @@ def check_room(args) -> None:
 
 def in_room(speech, args):
     """The eval's clips with `--lead-s` / `--tail-s` of their own noise (or, `--silent-room`, of
-    digital silence) around them (as they are without either)."""
-    check_room(args)
+    digital silence) around them (as they are without either). The caller has run `check_room`."""
     if not args.lead_s and not args.tail_s:
         return speech
     return speech.in_room((args.lead_s, args.lead_s), (args.tail_s, args.tail_s), args.data_seed,

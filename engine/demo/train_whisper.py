@@ -244,7 +244,7 @@ def _save(name, model, tok, out: Path, config: WhisperTrainConfig, precision: st
              "train_clips": len(data.rows), "prefix_clips": data.prefix_clips,
              "fragment_clips": data.fragment_clips, "paused_clips": data.paused_clips,
              "room_lead_s": data.room_lead_s, "room_tail_s": data.room_tail_s,
-             "room_silent_share": data.room_silent_share,
+             "room_silent_share": data.room_silent_share, "paused_requested": data.paused_requested,
              "steps_done": steps_done, "final_loss": float(np.mean(losses[-25:])),
              "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__}
     (out / "training.json").write_text(json.dumps(stats, indent=2))
@@ -281,11 +281,12 @@ class WhisperTrainingData:
     room_lead_s: float = 0.0  # each clip has up to this much room noise before it (`SpeechSet.in_room`)
     room_tail_s: float = 0.0  # and up to this much after it
     room_silent_share: float = 0.0  # the share of clips framed in digital silence instead of noise
+    paused_requested: int = 0  # paused clips asked for (`paused_clips` is what fits the window)
 
 
 def training_data(tok, speech: SpeechSet, prefix_clips: int = 0, fragment_clips: int = 0,
                   paused_clips: int = 0, room_lead_s: float = 0.0, room_tail_s: float = 0.0,
-                  room_seed: int = 0, room_silent_share: float = 0.0) -> WhisperTrainingData:
+                  room_seed: int = 0, room_silent_share: float = 0.0, paused_requested: int = 0) -> WhisperTrainingData:
     """`room_lead_s` / `room_tail_s`: each clip gains a lead and a tail of its own noise, drawn
     uniformly up to these (seeded by `room_seed`), within the window: the endpointer's pre-roll
     holds the room's noise before the first word, which a model trained on espeak-ng's clips alone
@@ -299,4 +300,4 @@ def training_data(tok, speech: SpeechSet, prefix_clips: int = 0, fragment_clips:
         raise ForesayError("a silent share of the room needs a room: room_lead_s or room_tail_s above 0")
     return WhisperTrainingData(features(speech.audio), token_rows(tok, speech.texts), speech_frames(speech.audio),
                                prefix_clips, fragment_clips, paused_clips, room_lead_s, room_tail_s,
-                               room_silent_share)
+                               room_silent_share, paused_requested)

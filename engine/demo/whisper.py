@@ -59,7 +59,7 @@ def cmd_train(args) -> int:
     for name, steps, stop_at, prefix_clips, fragment_clips, paused_clips in plans:
         if name not in chosen:
             continue
-        speech = requests
+        speech, paused_kept = requests, 0
         if prefix_clips:
             speech = speech + speech_set("train", prefix_clips, args.data_seed, progress=_progress, kind="prefixes")
         if fragment_clips:
@@ -67,11 +67,11 @@ def cmd_train(args) -> int:
         if paused_clips:
             paused = speech_set("train", paused_clips, args.data_seed, progress=_progress,
                                 kind="paused").at_most(WINDOW_SECONDS)
-            speech, paused_clips = speech + paused, len(paused.texts)
+            speech, paused_kept = speech + paused, len(paused.texts)
         _progress(f"{name}: {len(speech.texts)} training clips ({prefix_clips} of them request prefixes, "
-                  f"{fragment_clips} requests cut at a pause, {paused_clips} with a pause inside); computing features")
+                  f"{fragment_clips} requests cut at a pause, {paused_kept} with a pause inside); computing features")
         data = training_data(tok, speech, prefix_clips=prefix_clips, fragment_clips=fragment_clips,
-                             paused_clips=paused_clips, room_lead_s=args.room_lead_s,
+                             paused_clips=paused_kept, paused_requested=paused_clips, room_lead_s=args.room_lead_s,
                              room_tail_s=args.room_tail_s, room_seed=args.data_seed,
                              room_silent_share=args.room_silent_share)
         config = WhisperTrainConfig(seed=args.seed, steps=steps, batch_size=args.batch_size, lr=args.lr,
@@ -80,9 +80,6 @@ def cmd_train(args) -> int:
                                     warmup=args.warmup, ctc_weight=args.ctc_weight,
                                     augmentation=None if args.no_augment else AugmentConfig())
         results[name] = train_whisper(name, config, tok, data, Path(args.out_dir) / name, _progress)
-        if name == "demo-whisper" and args.target_paused_clips:  # asked for; the window may keep fewer
-            results[name]["paused_requested"] = args.target_paused_clips
-            (Path(args.out_dir) / name / "training.json").write_text(json.dumps(results[name], indent=2))
     print(json.dumps(results, indent=2))
     return 0
 
