@@ -38,6 +38,23 @@ def apply_continuation(methods: list[str], option: str | None) -> list[str]:
     return [m if m == "baseline" or "+" in m or m.startswith("jacobi") else f"{m}+{spec}" for m in methods]
 
 
+BEST_CASE = "@best"
+
+
+def best_case_methods(methods: list[str]) -> list[str]:
+    """The best-case twin (`ReplyOracle` heads) of every greedy method with the specbound
+    continuation; refuses a list with none (the oracle knows only the greedy reply)."""
+    twins = []
+    for method in methods:
+        verifier, _, continuation = method.partition("+")
+        if verifier == "greedy" and continuation.startswith("specbound") and not method.endswith(BEST_CASE):
+            twins.append(method + BEST_CASE)
+    if not twins:
+        raise ForesayError("--best-case needs a greedy method with the specbound continuation "
+                           "(e.g. --methods greedy+plain,greedy+specbound)")
+    return twins
+
+
 def missed_summary(missed) -> dict:
     """Turns the final verification did not finish (partial, rejected): time to the first
     sentence, and SpecBound's drafting over those turns' whole replies."""
@@ -85,6 +102,28 @@ class _AlwaysWrong:
         return self.wrong, 1.0
 
 
+class ReplyOracle:
+    """Exit heads that know the model's own reply: at every draft position they propose the
+    model's next token at the first exit, with certainty. SpecBound's best case (every draft right,
+    every one as cheap as it can be): the ceiling of what drafting can save on this model and
+    machine. `bind` names the cache the reply is decoded into and the prompt's length."""
+
+    def __init__(self, heads, reply: list[int], end: int):
+        self.exit_layers, self.temperatures = heads.exit_layers, heads.temperatures
+        self.fingerprint = heads.fingerprint
+        self.reply, self.end = list(reply), end
+        self.cache, self.prompt_length = None, 0
+
+    def bind(self, cache, prompt_length: int) -> "ReplyOracle":
+        self.cache, self.prompt_length = cache, prompt_length
+        return self
+
+    def confidence(self, i, hidden):
+        # the first layer holds every position drafted so far: the newest is reply[at - 1]
+        at = self.cache._cache.layers[0].get_seq_length() - self.prompt_length
+        return (self.reply[at] if at < len(self.reply) else self.end), 1.0
+
+
 def _decode(strategy, cache, pending: int, tokens: int, one_by_one: bool = False) -> list[int]:
     """`tokens` tokens from `pending` on, or to the end of the reply; `one_by_one`: a budget of one token per advance (SpecBound
     then drafts nothing: a plain step through its layer-by-layer pass)."""
@@ -96,7 +135,7 @@ def _decode(strategy, cache, pending: int, tokens: int, one_by_one: bool = False
     return done + [pending]
 
 
-VARIANTS = ("plain", "layerwise_plain", "specbound", "worst_never_gives_up", "worst_gives_up")
+VARIANTS = ("plain", "layerwise_plain", "specbound", "best", "worst_never_gives_up", "worst_gives_up")
 
 
 def measure_continuation_cost(lm, prompts: list[str], spec: str, tokens: int = 32, repeats: int = 5) -> dict:
@@ -105,6 +144,7 @@ def measure_continuation_cost(lm, prompts: list[str], spec: str, tokens: int = 3
     - layerwise_plain: one token per pass through SpecBound's layer-by-layer pass (no drafting):
       how much of a gain is the leaner pass rather than the drafting;
     - specbound: as configured, with the model's heads;
+    - best: every draft right, at the first exit (`ReplyOracle`): the most drafting can save;
     - worst_*: every draft wrong (a token absent from the reply, proposed with certainty at the
       first exit), never giving up (the cost of one rejected round, round after round) and with
       the configured give-up (what a turn of wrong drafts costs at most)."""
@@ -136,6 +176,8 @@ def measure_continuation_cost(lm, prompts: list[str], spec: str, tokens: int = 3
                     wrong = next(t for t in range(lm.model.config.vocab_size)
                                  if t not in reply and t not in lm.eos_ids)
                     strategy.heads = _AlwaysWrong(strategy.heads, wrong)
+                if name == "best":
+                    strategy.heads = ReplyOracle(strategy.heads, reply, min(lm.eos_ids)).bind(cache, len(prompt))
                 start = time.perf_counter()
                 out = _decode(strategy, cache, int(logits[-1].argmax()), tokens, name == "layerwise_plain")
                 times[name].append(time.perf_counter() - start)

@@ -18,12 +18,14 @@ import json
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from foresay.app.bench_continuation import (apply_continuation, measure_continuation_cost, missed_summary,
-                                            paired_ttfs_ratio, print_continuation_lines)
+from foresay.app.bench_continuation import (BEST_CASE, ReplyOracle, apply_continuation, best_case_methods,
+                                            measure_continuation_cost, missed_summary, paired_ttfs_ratio,
+                                            print_continuation_lines)
 from foresay.app.paths import check_outputs, read_text
 from foresay.engine.errors import ForesayError
 
@@ -64,8 +66,9 @@ class TurnResult:
 
 
 def split_method(method: str) -> tuple[str, str]:
-    """(verifier spec, continuation spec) of a method name such as "greedy+jacobi:8"."""
-    verifier, _, continuation = method.partition("+")
+    """(verifier spec, continuation spec) of a method name such as "greedy+jacobi:8" (a best-case
+    twin, "greedy+specbound@best", runs the same spec)."""
+    verifier, _, continuation = method.removesuffix(BEST_CASE).partition("+")
     if verifier.startswith("jacobi") and not continuation:
         return "greedy", verifier
     return verifier, continuation or "plain"
@@ -127,8 +130,9 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
                 ) -> dict[str, list[list[TurnResult]]]:
     """Every method on every conversation; the methods take turns prompt by prompt, so a slow
     spell of a shared machine hits them alike."""
-    from foresay.engine.predgen.conversation import Conversation
     from foresay.engine.predgen.continuation import ContinuationConfig
+    from foresay.engine.predgen.conversation import Conversation
+    from foresay.engine.predgen.exit_heads import load_exit_heads
     from foresay.engine.predgen.turn import PredGenTurn
     from foresay.engine.predgen.verifiers import make_verifier
 
@@ -143,12 +147,30 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
             conv = convs[method]
             conv.reset()
             per_conversation = []
-            for text in turns:
+            for index, text in enumerate(turns):
                 turn = PredGenTurn(conv, configs[method], verifier=verifiers[method], clock=clock)
-                per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
+                if method.endswith(BEST_CASE):  # the baseline's greedy reply to this turn, drafted perfectly
+                    oracle = ReplyOracle(load_exit_heads(lm), results["baseline"][-1][index].reply, min(lm.eos_ids))
+                    with _heads(lm, oracle.bind(turn.cache, len(conv.prompt(text).ids))):
+                        per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
+                else:
+                    per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
                 turn.commit()
             results[method].append(per_conversation)
     return results
+
+
+@contextmanager
+def _heads(lm, heads):
+    """`heads` are SpecBound's heads for `lm` while inside (then the model's own again)."""
+    from foresay.engine.predgen.exit_heads import attach_exit_heads, load_exit_heads
+
+    own = load_exit_heads(lm)
+    attach_exit_heads(lm, heads)
+    try:
+        yield
+    finally:
+        attach_exit_heads(lm, own)
 
 
 def summarize(method: str, results, baseline) -> dict:
@@ -256,6 +278,8 @@ def run(args: argparse.Namespace) -> int:
     if "baseline" not in methods:
         methods.insert(0, "baseline")  # every comparison is against it
     methods = apply_continuation(methods, args.continuation)
+    if args.best_case:
+        methods += best_case_methods(methods)
     from foresay.engine.predgen.continuation import ContinuationConfig
     for method in methods:  # a bad continuation is named before the model loads
         ContinuationConfig.parse(split_method(method)[1])
@@ -309,13 +333,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_table(report: dict) -> None:
-    head = (f"{'method':<12}{'TTFS ms':>9}{'NFETFS':>8}{'latency ms':>12}{'speedup':>9}"
+    width = max(12, *(len(name) + 1 for name in report["methods"]))
+    head = (f"{'method':<{width}}{'TTFS ms':>9}{'NFETFS':>8}{'latency ms':>12}{'speedup':>9}"
             f"{'1st sent =':>11}{'reply =':>9}{'overhead':>10}  outcomes")
     print(head)
     print("-" * len(head))
     for name, m in report["methods"].items():
         outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
-        print(f"{name:<12}{m['ttfs_ms']:>{9 + 12 - max(12, len(name))}.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
+        print(f"{name:<{width}}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
               f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
               f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
     for name, m in report["methods"].items():
@@ -377,6 +402,9 @@ def register(benches) -> None:
                    "(options after a colon, e.g. specbound:6:2)")
     p.add_argument("--worst-case", action="store_true", help="also time SpecBound's continuation against "
                    "plain steps: as configured, without drafting, and with every draft wrong")
+    p.add_argument("--best-case", action="store_true", help="also run each greedy method with the specbound "
+                   "continuation with heads that know the greedy reply (method@best): every draft right at the "
+                   "first exit, the most drafting can save")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON")
     p.add_argument("--tts-latency-ms", type=float, default=150,
                    help="TTS time to first audio assumed for the audio latency (no TTS attached)")

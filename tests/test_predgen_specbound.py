@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 
+from foresay.app.bench_continuation import ReplyOracle, best_case_methods
 from foresay.engine.decoding import greedy_reply
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError, ModelUnavailable
@@ -102,21 +103,6 @@ def _run(lm, strategy, n):
     return tokens + [pending], prompt
 
 
-class _Oracle:
-    """Heads that know the greedy reply: they propose the right next token at the first exit."""
-
-    def __init__(self, heads, reply):
-        self.exit_layers, self.temperatures, self.reply = heads.exit_layers, heads.temperatures, reply
-
-    def bind(self, cache, prompt_len):
-        self.cache, self.prompt_len = cache, prompt_len
-
-    def confidence(self, i, hidden):
-        # layer 0 holds every position of the round so far: the newest is reply[at - 1]
-        at = self.cache._cache.layers[0].get_seq_length() - self.prompt_len
-        return self.reply[at], 1.0
-
-
 class _Wrong:
     def __init__(self, heads, token):
         self.exit_layers, self.temperatures, self.token = heads.exit_layers, heads.temperatures, token
@@ -131,7 +117,7 @@ def test_right_drafts_fill_the_width_and_wrong_ones_cost_nothing_but_time(deep_l
     assert len(greedy) == 30
     # perfect heads: every round drafts W tokens, all confirmed, each exiting at the first exit
     strategy = SpecBound(deep_lm, heads, Bounds(width=4, threshold=0.9))
-    strategy.heads = _Oracle(heads, greedy)
+    strategy.heads = ReplyOracle(heads, greedy, min(deep_lm.eos_ids))  # the bench's best case
     out, _ = _run(deep_lm, strategy, 30)
     assert out == greedy
     b = strategy.bound
@@ -150,6 +136,31 @@ def test_right_drafts_fill_the_width_and_wrong_ones_cost_nothing_but_time(deep_l
     never.heads = _Wrong(heads, wrong)
     assert _run(deep_lm, never, 30)[0] == greedy
     assert never.bound.rounds == 29 and never.bound.drafted == 3 * 26 + 2 + 1
+
+
+def test_bench_best_case_drafts_the_greedy_reply_perfectly(deep_lm):
+    """`--best-case`: the twin of a greedy SpecBound method whose heads know the baseline's reply
+    drafts every token right at the first exit (only the end of the reply is never confirmed)."""
+    from foresay.app.bench_predgen import run_methods
+
+    methods = ["baseline", "greedy+specbound:4::0.05"]
+    methods += best_case_methods(methods)
+    assert methods[-1] == "greedy+specbound:4::0.05@best"
+    config = PredGenConfig(max_new_tokens=24, max_draft_tokens=20, margin_tokens=2, splitter=SHORT)
+    conversations = [[FINAL, "and what about tomorrow in Rome"], ["how long do I boil an egg"]]
+    results = run_methods(deep_lm, methods, conversations, config, chars_per_s=400)
+    best = [r for conv in results[methods[-1]] for r in conv]
+    real = [r for conv in results[methods[1]] for r in conv]
+    assert [r.reply for r in best] == [r.reply for conv in results["baseline"] for r in conv]
+    assert all(r.drafting is not None for r in best)
+    for b, r in zip(best, real):
+        d = b.drafting
+        assert d.drafted - d.confirmed <= 1 and d.exits == ((1, d.drafted),), d
+        assert d.confirmed >= r.drafting.confirmed
+    assert sum(r.drafting.drafted - r.drafting.confirmed for r in real) > 0  # random heads: wrong drafts
+    assert load_exit_heads(deep_lm).__class__ is ExitHeads  # the model's own heads back after the twin
+    with pytest.raises(ForesayError, match="best-case"):
+        best_case_methods(["baseline", "greedy+plain", "topk:3+specbound"])
 
 
 def test_depth_bound_stops_drafting_and_heads_past_it_are_never_asked(deep_lm):
