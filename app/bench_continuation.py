@@ -104,11 +104,13 @@ class _AlwaysWrong:
 
 class ReplyOracle:
     """Exit heads that know the model's own reply: at every draft position they propose the
-    model's next token at the first exit, with certainty. SpecBound's best case (every draft right,
+    model's next token at the first exit, with certainty, after computing the real head there (so
+    a draft costs what a real first-exit draft costs). SpecBound's best case (every draft right,
     every one as cheap as it can be): the ceiling of what drafting can save on this model and
     machine. `bind` names the cache the reply is decoded into and the prompt's length."""
 
     def __init__(self, heads, reply: list[int], end: int):
+        self.heads = heads
         self.exit_layers, self.temperatures = heads.exit_layers, heads.temperatures
         self.fingerprint = heads.fingerprint
         self.reply, self.end = list(reply), end
@@ -119,6 +121,7 @@ class ReplyOracle:
         return self
 
     def confidence(self, i, hidden):
+        self.heads.confidence(i, hidden)  # its cost, not its answer
         # the first layer holds every position drafted so far: the newest is reply[at - 1]
         at = self.cache._cache.layers[0].get_seq_length() - self.prompt_length
         return (self.reply[at] if at < len(self.reply) else self.end), 1.0
