@@ -112,7 +112,6 @@ class ReplyOracle:
     def __init__(self, heads, reply: list[int], end: int):
         self.heads = heads
         self.exit_layers, self.temperatures = heads.exit_layers, heads.temperatures
-        self.fingerprint = heads.fingerprint
         self.reply, self.end = list(reply), end
         self.cache, self.prompt_length = None, 0
 
@@ -125,6 +124,18 @@ class ReplyOracle:
         # the first layer holds every position drafted so far: the newest is reply[at - 1]
         at = self.cache._cache.layers[0].get_seq_length() - self.prompt_length
         return (self.reply[at] if at < len(self.reply) else self.end), 1.0
+
+
+def specbound_best_case(reply: list[int], cache, prompt_length: int):
+    """A continuation factory for `PredGenTurn`: the specbound continuation with `ReplyOracle`
+    heads that know `reply` (the turn's cache holds the prompt's `prompt_length` tokens first)."""
+    from foresay.engine.predgen.continuation import make_continuation
+
+    def factory(config, stale, lm):
+        strategy = make_continuation(config, stale, lm)
+        strategy.heads = ReplyOracle(strategy.heads, reply, min(lm.eos_ids)).bind(cache, prompt_length)
+        return strategy
+    return factory
 
 
 def _decode(strategy, cache, pending: int, tokens: int, one_by_one: bool = False) -> list[int]:

@@ -18,14 +18,13 @@ import json
 import statistics
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from foresay.app.bench_continuation import (BEST_CASE, ReplyOracle, apply_continuation, best_case_methods,
+from foresay.app.bench_continuation import (BEST_CASE, apply_continuation, best_case_methods,
                                             measure_continuation_cost, missed_summary, paired_ttfs_ratio,
-                                            print_continuation_lines)
+                                            print_continuation_lines, specbound_best_case)
 from foresay.app.paths import check_outputs, read_text
 from foresay.engine.errors import ForesayError
 
@@ -130,9 +129,8 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
                 ) -> dict[str, list[list[TurnResult]]]:
     """Every method on every conversation; the methods take turns prompt by prompt, so a slow
     spell of a shared machine hits them alike."""
-    from foresay.engine.predgen.continuation import ContinuationConfig
+    from foresay.engine.predgen.continuation import ContinuationConfig, make_continuation
     from foresay.engine.predgen.conversation import Conversation
-    from foresay.engine.predgen.exit_heads import load_exit_heads
     from foresay.engine.predgen.turn import PredGenTurn
     from foresay.engine.predgen.verifiers import make_verifier
 
@@ -148,29 +146,16 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
             conv.reset()
             per_conversation = []
             for index, text in enumerate(turns):
-                turn = PredGenTurn(conv, configs[method], verifier=verifiers[method], clock=clock)
+                factory = make_continuation
                 if method.endswith(BEST_CASE):  # the baseline's greedy reply to this turn, drafted perfectly
-                    oracle = ReplyOracle(load_exit_heads(lm), results["baseline"][-1][index].reply, min(lm.eos_ids))
-                    with _heads(lm, oracle.bind(turn.cache, len(conv.prompt(text).ids))):
-                        per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
-                else:
-                    per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
+                    factory = specbound_best_case(results["baseline"][-1][index].reply, conv.cache,
+                                                  len(conv.prompt(text).ids))
+                turn = PredGenTurn(conv, configs[method], verifier=verifiers[method], clock=clock,
+                                   continuation_factory=factory)
+                per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
                 turn.commit()
             results[method].append(per_conversation)
     return results
-
-
-@contextmanager
-def _heads(lm, heads):
-    """`heads` are SpecBound's heads for `lm` while inside (then the model's own again)."""
-    from foresay.engine.predgen.exit_heads import attach_exit_heads, load_exit_heads
-
-    own = load_exit_heads(lm)
-    attach_exit_heads(lm, heads)
-    try:
-        yield
-    finally:
-        attach_exit_heads(lm, own)
 
 
 def summarize(method: str, results, baseline) -> dict:

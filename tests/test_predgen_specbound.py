@@ -158,7 +158,7 @@ def test_bench_best_case_drafts_the_greedy_reply_perfectly(deep_lm):
         assert d.drafted - d.confirmed <= 1 and d.exits == ((1, d.drafted),), d
         assert d.confirmed >= r.drafting.confirmed
     assert sum(r.drafting.drafted - r.drafting.confirmed for r in real) > 0  # random heads: wrong drafts
-    assert load_exit_heads(deep_lm).__class__ is ExitHeads  # the model's own heads back after the twin
+    assert load_exit_heads(deep_lm).__class__ is ExitHeads  # the model keeps its own heads
     with pytest.raises(ForesayError, match="best-case"):
         best_case_methods(["baseline", "greedy+plain", "topk:3+specbound"])
 

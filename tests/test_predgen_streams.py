@@ -98,6 +98,23 @@ def test_when_every_draft_fails_it_falls_back_to_plain_steps(load_fixture_lm):
     assert all(c == 1 for c in computed[gave_up:])
 
 
+def test_the_best_case_drafts_the_reply_itself_and_pays_for_the_streams(load_fixture_lm):
+    """`train_streams eval`'s best case: the streams still run, their drafts are the plain reply."""
+    from foresay.engine.demo.streams_eval import run_turn
+
+    lm = _streams_lm(load_fixture_lm, 28)
+    config = PredGenConfig(max_new_tokens=24, max_draft_tokens=20, margin_tokens=2, splitter=SHORT,
+                           continuation=replace(ContinuationConfig.parse("streams"), patience=0))
+    plain = run_turn(lm, replace(config, continuation=ContinuationConfig()), "tell me about", FINAL)
+    real = run_turn(lm, config, "tell me about", FINAL)
+    best = run_turn(lm, config, "tell me about", FINAL, best_for=plain.reply)
+    assert plain.outcome in ("partial", "rejected") and best.outcome == plain.outcome
+    assert best.reply == real.reply == plain.reply
+    proposed = best.stats.computed - best.stats.passes
+    assert proposed > 0 and best.stats.guessed >= proposed - 1  # only an end of reply is never confirmed
+    assert real.stats.guessed < best.stats.guessed and best.stats.passes < plain.stats.passes
+
+
 def test_the_main_stream_is_the_models_own_forward_and_streams_never_see_the_future(load_fixture_lm):
     lm = _streams_lm(load_fixture_lm, 25, StreamsSpec(3, 2, rank=4))
     model, heads = lm.model, lm_heads(lm)

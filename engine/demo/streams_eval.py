@@ -10,7 +10,9 @@ over turns, the ratio of those medians, and the median of per-turn ratios.
 
 The worst case (no draft token ever right) runs the same turns with random stream embeddings
 on the same weights: without a fallback (`patience` 0, every pass pays for a draft that fails)
-and with the default fallback to plain steps after three failed passes (the bound).
+and with the default fallback to plain steps after three failed passes (the bound). The best
+case (every draft right) drafts the plain reply itself, the streams still computed
+(`ReplyProposer`): the most the streams could save on this model and machine.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
-from foresay.engine.predgen.continuation import ContinuationConfig, ContinuationStats
+from foresay.engine.predgen.continuation import ContinuationConfig, ContinuationStats, make_continuation
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 
@@ -34,9 +36,44 @@ class TurnRun:
     stats: ContinuationStats
 
 
-def run_turn(lm, config: PredGenConfig, partial: str, full: str) -> TurnRun:
-    """Draft on `partial`, finalize on `full`, finish the reply; TTFS on the wall clock."""
-    turn = PredGenTurn(Conversation(lm, reserve_tokens=config.max_new_tokens), config, clock=time.perf_counter)
+class ReplyProposer:
+    """Speculative Streaming's best case: a streams pass whose drafts are the model's own reply
+    (the streams still run and propose, so a pass costs what it costs; only their answer is
+    replaced). Every draft is right: the ceiling of what the streams can save here."""
+
+    def __init__(self, run, reply, cache, prompt_length: int):
+        self.run, self.reply, self.cache, self.prompt_length = run, tuple(reply), cache, prompt_length
+
+    def __call__(self, cache, ids):
+        return self.run(cache, ids)
+
+    def propose(self, stream_rows) -> list[int]:
+        self.run.propose(stream_rows)  # its cost, not its answer
+        return self.after_pending(len(stream_rows))
+
+    def after_pending(self, n: int) -> list[int]:
+        """The n reply tokens after the pending one (the cache holds prompt + accepted tokens)."""
+        at = len(self.cache) - self.prompt_length  # the pending token's place in the reply
+        return list(self.reply[at + 1:at + 1 + n])
+
+
+def best_case_factory(reply, conv: Conversation, prompt_length: int):
+    """A continuation factory for `PredGenTurn`: the streams continuation with `ReplyProposer`,
+    its first draft the reply too (in place of the stale draft's tail)."""
+    def factory(config, stale, lm):
+        strategy = make_continuation(config, stale, lm)
+        strategy.run = ReplyProposer(strategy.run, reply, conv.cache, prompt_length)
+        strategy.draft = strategy.run.after_pending(strategy.length)
+        return strategy
+    return factory
+
+
+def run_turn(lm, config: PredGenConfig, partial: str, full: str, best_for: tuple[int, ...] | None = None) -> TurnRun:
+    """Draft on `partial`, finalize on `full`, finish the reply; TTFS on the wall clock.
+    `best_for`: the streams continuation's best case, drafting this reply."""
+    conv = Conversation(lm, reserve_tokens=config.max_new_tokens)
+    factory = make_continuation if best_for is None else best_case_factory(best_for, conv, len(conv.prompt(full).ids))
+    turn = PredGenTurn(conv, config, clock=time.perf_counter, continuation_factory=factory)
     turn.update(partial, 1)
     record = turn.finalize(full)
     stats = turn.continuation.stats
@@ -57,11 +94,12 @@ def held_out_requests(n: int, seed: int = 0, split: str = "test") -> list[tuple[
 
 
 def measure(lms: dict, specs: dict[str, tuple[str, str]], requests, repeats: int = 3, max_new_tokens: int = 64,
-            progress=print, patience: dict[str, int] | None = None) -> dict:
+            progress=print, patience: dict[str, int] | None = None, best: tuple[str, ...] = ()) -> dict:
     """`lms`: name -> loaded model (the same weights; the worst case's has random stream
     embeddings); `specs`: method -> (model name, continuation spec), the first being the
     reference (plain); `patience`: method -> the continuation's give-up patience, where not the
-    default. Returns per-method medians over the turns that missed."""
+    default; `best`: streams methods run as their best case (drafting the reference's reply).
+    Returns per-method medians over the turns that missed."""
     base = PredGenConfig(max_new_tokens=max_new_tokens)
     configs = {}
     for method, (model, spec) in specs.items():
@@ -84,7 +122,7 @@ def measure(lms: dict, specs: dict[str, tuple[str, str]], requests, repeats: int
         runs: dict[str, list[TurnRun]] = {m: [] for m in specs}
         for _ in range(repeats):
             for method, (lm, config) in configs.items():
-                runs[method].append(run_turn(lm, config, cut, full))
+                runs[method].append(run_turn(lm, config, cut, full, first.reply if method in best else None))
         for method, rs in runs.items():
             middle = sorted(rs, key=lambda r: r.ttfs)[len(rs) // 2]
             per_method[method].append(middle)

@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.set_defaults(func=command)
 
     ev = commands.add_parser("eval", help="TTFS of the streams continuation vs plain steps on held-out "
-                             "requests drafted from a cut-off version (and the worst case)")
+                             "requests drafted from a cut-off version (and the best and worst cases)")
     ev.add_argument("--model", default="demo-streams")
     ev.add_argument("--requests", type=int, default=200, help="held-out dialogues (their first request)")
     ev.add_argument("--repeats", type=int, default=3)
@@ -271,11 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         attach_stream_heads(worst, StreamHeads.random(heads.spec, lm.model.config.hidden_size, seed=12345,
                                                       model=worst.model))
         specs = {"plain": ("trained", "plain"), "streams": ("trained", "streams"),
+                 "best (every draft right)": ("trained", "streams"),
                  "worst, no fallback": ("random", "streams"), "worst, fallback": ("random", "streams")}
         requests = held_out_requests(args.requests, args.seed)
         report = measure({"trained": lm, "random": worst}, specs, requests,
                          args.repeats, progress=lambda line: print(line, file=sys.stderr, flush=True),
-                         patience={"worst, no fallback": 0})
+                         patience={"worst, no fallback": 0}, best=("best (every draft right)",))
         from foresay.engine.demo.streams_eval import pass_costs
         from foresay.engine.predgen.conversation import Conversation
         report["pass_costs"] = pass_costs(lm, list(Conversation(lm).prompt(requests[0][1]).ids))

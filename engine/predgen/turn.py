@@ -106,7 +106,10 @@ class PredGenTurn:
     def __init__(self, conv: Conversation, config: PredGenConfig = PredGenConfig(),
                  verifier: Verifier | None = None,
                  on_first_sentence: Callable[[str, int], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, turn_id: int = 0):
+                 clock: Callable[[], float] = time.monotonic, turn_id: int = 0,
+                 continuation_factory: Callable[..., Continuation] = make_continuation):
+        """`continuation_factory(config, stale, lm)` builds the strategy that continues the reply
+        after the final verification (benchmarks wrap it to measure a best case)."""
         self.conv = conv
         self.lm = conv.lm
         self.cache = conv.cache
@@ -115,6 +118,7 @@ class PredGenTurn:
         self.on_first_sentence = on_first_sentence
         self.clock = clock
         self.turn_id = turn_id
+        self.continuation_factory = continuation_factory
         self.state = TurnState()
         prepare_continuation(config.continuation, self.lm)
         conv.prefill_history()
@@ -293,7 +297,7 @@ class PredGenTurn:
             kept = len(self.draft)
         # the rejected tail, past the token the verification corrected: guesses for what follows
         stale = old[kept + 1:] if kept < len(old) else []
-        self.state.continuation = make_continuation(self.config.continuation, stale, self.lm)
+        self.state.continuation = self.continuation_factory(self.config.continuation, stale, self.lm)
         if baseline:
             outcome = "baseline"
         elif old_n is not None and kept >= old_n:
