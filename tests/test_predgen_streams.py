@@ -203,4 +203,4 @@ def test_the_shipped_streams_model_decodes_losslessly_and_its_streams_help():
         assert turn.draft == reference, text
         stats = turn.continuation.stats
         confirmed, proposed = confirmed + stats.guessed, proposed + stats.computed - stats.passes
-    assert proposed and confirmed / proposed > 0.15  # held out, 120 requests: 37%; random streams: 6%
+    assert proposed and confirmed / proposed > 0.15  # held out, 120 requests: 49%; random streams: 6%
