@@ -386,7 +386,7 @@ def register(benches) -> None:
                    "verification, for methods without their own: ar (plain steps), jacobi, specbound, streams "
                    "(options after a colon, e.g. specbound:6:2)")
     p.add_argument("--worst-case", action="store_true", help="also time SpecBound's continuation against "
-                   "plain steps: as configured, without drafting, and with every draft wrong")
+                   "plain steps: as configured, without drafting, with every draft right and with every draft wrong")
     p.add_argument("--best-case", action="store_true", help="also run each greedy method with the specbound "
                    "continuation with heads that know the greedy reply (method@best): every draft right at the "
                    "first exit, the most drafting can save")
