@@ -48,8 +48,8 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     from foresay.audio.echo import make_echo_canceller
     from foresay.audio.listener import Listener
     from foresay.engine.asr import StreamingAsr, build_backend
-    from foresay.engine.llm import load_llm
-    from foresay.engine.predgen.continuation import prepare_continuation
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.predgen.strategies import prepare_continuation
     from foresay.engine.predgen.conversation import Conversation
     from foresay.engine.predgen.stage import PredGenStage
     from foresay.engine.predgen.verifiers import make_verifier

@@ -4,8 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from foresay.app import (bench_asr, bench_demo, bench_gpu, bench_predgen, bench_soak, bench_tts, bench_turns,
-                         commands as pipeline_commands, doctor)
+from foresay.app import bench, commands as pipeline_commands, doctor
 from foresay.app.version import version_line
 from foresay.audio import cli as audio_cli
 from foresay.engine.errors import ForesayError
@@ -29,18 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     doctor.register(commands)
-    bench = commands.add_parser("bench", help="benchmarks: predgen, asr, tts, e2e, demo, turns, soak, gpu")
-    benches = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    # Each command's module registers its parser here: module.register(subparsers).
-    bench_predgen.register(benches)
-    bench_tts.register(benches)
-    bench_asr.register(benches)
-    bench_demo.register(benches)
-    bench_soak.register(benches)
-    bench_gpu.register(benches)
-    bench_turns.register(benches)
+    bench.register(commands)
     audio_cli.register(commands)
-    pipeline_commands.register(commands, benches)
+    pipeline_commands.register(commands)
     return parser
 
 

@@ -1,16 +1,14 @@
-"""`foresay run`, `foresay replay` and `foresay bench e2e`: the pipeline from the command line."""
+"""`foresay run` and `foresay replay`: the pipeline from the command line."""
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
-from foresay.app.config import Settings, load_settings
+from foresay.app.arguments import add_settings_arguments, settings_from
+from foresay.app.config import Settings
 from foresay.app.paths import check_outputs
 from foresay.app.turn_log import METRIC_NAMES
 from foresay.engine.errors import ForesayError
@@ -19,18 +17,6 @@ from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, Se
 
 LATENCY_KEYS = ("endpoint_delay_ms", "asr_final_ms", "ttfs_ms", "nfetfs", "tts_first_chunk_ms",
                 "audio_latency_ms", "voice_to_voice_ms")
-
-
-def add_settings_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", help="auto, gpu-24gb, gpu-16gb, gpu-8gb, cpu, tiny-random, demo ...")
-    p.add_argument("--config", type=Path, help="config file (default: the platform's config folder)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one setting, e.g. --set llm.model=Qwen/Qwen2.5-3B-Instruct")
-
-
-def settings_from(args) -> Settings:
-    return load_settings(args.config, args.profile, args.set)
-
 
 class ConsolePrinter:
     """Live partial transcript, the reply's sentences, one latency line per turn."""
@@ -174,53 +160,7 @@ async def _live(settings: Settings, resume: bool = False) -> int:
     return 0
 
 
-def summarize_metrics(metrics: list[dict]) -> dict:
-    out = {}
-    for key in LATENCY_KEYS:
-        values = sorted(m[key] for m in metrics if isinstance(m.get(key), (int, float)))
-        if values:
-            p90 = values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
-            out[key] = {"mean": statistics.fmean(values), "median": statistics.median(values), "p90": p90}
-    return out
-
-
-def run_bench_e2e(args) -> int:
-    settings = settings_from(args)
-    folder = Path(args.audio)
-    files = sorted(folder.glob("*.wav")) if folder.is_dir() else [folder]
-    if not files or not files[0].exists():
-        raise ForesayError(f"no .wav recordings in {folder}")
-    from foresay.audio.files import audio_file_info
-    for path in files:
-        audio_file_info(path)
-    check_outputs({"--json": Path(args.json) if args.json else None}, {str(p): p for p in files})
-    configs = {
-        "predgen+adaptive": (True, True), "predgen+fixed": (True, False),
-        "baseline+adaptive": (False, True), "baseline+fixed": (False, False),
-    }
-    results = {}
-    for name, (speculate, adaptive) in configs.items():
-        s = replace(settings, predgen=replace(settings.predgen, enabled=speculate),
-                    app=replace(settings.app, adaptive_endpointing=adaptive))
-        metrics = []
-        for path in files:
-            metrics += asyncio.run(replay(s, path, None))
-        results[name] = summarize_metrics(metrics)
-        print(f"{name}: {len(metrics)} turns", file=sys.stderr)
-    head = f"{'ms: mean/median/p90':<22}" + "".join(f"{n:>22}" for n in configs)
-    print(head + "\n" + "-" * len(head))
-    for key in LATENCY_KEYS:
-        cells = []
-        for name in configs:
-            m = results[name].get(key)
-            cells.append(f"{m['mean']:.0f}/{m['median']:.0f}/{m['p90']:.0f}" if m else "-")
-        print(f"{key:<22}" + "".join(f"{c:>22}" for c in cells))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"configs": results}, indent=2))
-    return 0
-
-
-def register(commands, benches) -> None:
+def register(commands) -> None:
     p = commands.add_parser("run", help="talk to Foresay (the window, or --no-ui in the terminal)")
     p.add_argument("--no-ui", action="store_true", help="run headless in the terminal")
     p.add_argument("--resume", action="store_true",
@@ -236,9 +176,3 @@ def register(commands, benches) -> None:
                    help="do not pace the recording in real time (latencies then mean little)")
     add_settings_arguments(p)
     p.set_defaults(func=run_replay)
-
-    p = benches.add_parser("e2e", help="replay recordings: per-stage latency, PredGen and endpointing on/off")
-    p.add_argument("--audio", required=True, help="a folder of .wav recordings (or one file)")
-    p.add_argument("--json", metavar="OUT")
-    add_settings_arguments(p)
-    p.set_defaults(func=run_bench_e2e)

@@ -23,7 +23,7 @@ from foresay.engine.asr.factory import AsrConfig
 from foresay.engine.asr.streaming import StreamingConfig
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import ListeningMode
-from foresay.engine.llm import LLMConfig
+from foresay.engine.llm.config import LLMConfig
 from foresay.engine.predgen.continuation import ContinuationConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.predgen.verifiers import parse_verifier

@@ -20,8 +20,8 @@ from foresay.app.config import OFFLINE_PROFILES, PROFILES, Settings
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.events import LoadProgress
 
-# The files each loader reads. WHISPER_FILES must match engine.asr.models.resolve_folder (and
-# engine.asr.llm_loading.HUB_FILES: Qwen3-ASR repositories are fetched with the same patterns), and
+# The files each loader reads. WHISPER_FILES must match engine.asr.whisper.models.resolve_folder (and
+# engine.asr.llm.loading.HUB_FILES: Qwen3-ASR repositories are fetched with the same patterns), and
 # CT2_WHISPER_FILES faster_whisper.utils.download_model (tests check both).
 LLM_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
 TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja")

@@ -199,7 +199,7 @@ def run_gui(args) -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from foresay.app.commands import settings_from
+    from foresay.app.arguments import settings_from
     from foresay.app.doctor import run_checks
     from foresay.app.version import git_revision
     from foresay.ui.bridge import EventBridge

@@ -22,6 +22,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
+            "no sentence end")
+
+
+@dataclass(frozen=True)
+class TurnEndView:
+    """What the decision rests on now, for meters: `verdict` is one of VERDICTS."""
+    turn_id: int | None
+    p_end_of_turn: float | None   # the combined estimate; None: none current
+    wait_s: float                 # the silence this estimate asks for
+    verdict: str
+
 
 class HangoverPolicy:
     """Base class and interface; a policy without state may ignore begin_turn, observe and update.
@@ -53,7 +65,6 @@ class HangoverPolicy:
 
     def view(self):
         """(turn_id, P(end of turn) or None, wait_s, verdict) as a `turn_end.TurnEndView`."""
-        from .turn_end import TurnEndView
         return TurnEndView(None, None, self.hangover_s(), "listening")
 
 
@@ -100,7 +111,6 @@ class AdaptiveHangover(HangoverPolicy):
         return self._hangover
 
     def view(self):
-        from .turn_end import TurnEndView
         c, p = self.config, self.p_end_of_turn
         verdict = ("listening" if p is None else "sounds finished" if p >= c.complete_p
                    else "sounds unfinished" if p <= c.incomplete_p else "unsure")

@@ -39,11 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import SAMPLE_RATE
-from .hangover import HangoverPolicy
-
-VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
-            "no sentence end")
-
+from .hangover import HangoverPolicy, TurnEndView
 
 @dataclass(frozen=True)
 class TurnEndConfig:
@@ -84,15 +80,6 @@ class TurnEndConfig:
             raise ValueError("turn end: need complete_s <= unsteady_s <= incomplete_s")
         if self.open_sentence_s and not self.complete_s <= self.open_sentence_s <= self.incomplete_s:
             raise ValueError("turn end: need open_sentence_s 0 (off) or complete_s <= open_sentence_s <= incomplete_s")
-
-
-@dataclass(frozen=True)
-class TurnEndView:
-    """What the decision rests on now, for meters: `verdict` is one of VERDICTS."""
-    turn_id: int | None
-    p_end_of_turn: float | None   # the combined estimate; None: none current
-    wait_s: float                 # the silence this estimate asks for
-    verdict: str
 
 
 class TurnEndCue:

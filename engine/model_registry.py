@@ -1,6 +1,6 @@
 """Where the models that ship with Foresay live: names -> folders of package data.
 
-Runtime code (`engine/llm.py`, `engine/asr/models.py`) resolves built-in names here; the
+Runtime code (`engine/llm/model.py`, `engine/asr/whisper/models.py`) resolves built-in names here; the
 training code in `engine/demo` writes into these folders and reads the same table, so runtime
 never imports training code.
 """

@@ -18,7 +18,7 @@ def asr_fixture_root(tmp_path_factory):
 @pytest.fixture(scope="session")
 def whisper_models(asr_fixture_root):
     """load(name, attention) -> LoadedWhisper, each loaded once."""
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
 
     loaded = {}
 

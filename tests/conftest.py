@@ -17,7 +17,8 @@ def fixture_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def load_fixture_lm(fixture_dir):
-    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
     loaded = {}
 
     def load(name="tiny-random", seed=0, **kw):

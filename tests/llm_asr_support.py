@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture(scope="session")
 def llm_asr_models(asr_fixture_root):
     """load(name, attention) -> LoadedLlmAsr, each loaded once."""
-    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+    from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
     loaded = {}
 

@@ -1,8 +1,8 @@
 """Shared helpers for the PredGen tests: prompts, a word-by-word driver, a continuation driver."""
 import random
 
-from foresay.engine.decoding import greedy_reply
-from foresay.engine.kv import KVCache
+from foresay.engine.llm.decoding import greedy_reply
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenTurn
 
@@ -36,7 +36,7 @@ def drive_word_by_word(turn, prompt: str):
 
 
 def cold_greedy(lm, prompt_ids, max_new_tokens):
-    ids, _ = greedy_reply(KVCache(lm), list(prompt_ids), max_new_tokens)
+    ids, _ = greedy_reply(DynamicKVCache(lm), list(prompt_ids), max_new_tokens)
     return [t for t in ids if t not in lm.eos_ids]
 
 
@@ -60,6 +60,6 @@ def turns_with_history(lm, config, dialogues, drive=drive_word_by_word):
             turn = PredGenTurn(conv, config)
             drive(turn, text)
             turn.finish()
-            reference, _ = greedy_reply(KVCache(lm), list(turn.prompt.ids), config.max_new_tokens)
+            reference, _ = greedy_reply(DynamicKVCache(lm), list(turn.prompt.ids), config.max_new_tokens)
             yield turn, text, reference
             turn.commit()

@@ -4,7 +4,7 @@ import pytest
 from asr_support import noise_audio
 from foresay.engine.asr.backends import DecodeLimits, GreedyBackend, SpecAsrBackend
 from foresay.engine.asr.errors import IncompatibleModels, InvalidAsrConfig
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.specasr import SpecConfig
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.asr.vocab import WhisperVocab

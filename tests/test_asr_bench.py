@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from asr_slow import SlowScripted
-from foresay.app.asr_latency import simulate
-from foresay.app.asr_pass_timing import time_passes
-from foresay.app.bench_asr import load_clips
+from foresay.app.bench.asr_latency import simulate
+from foresay.app.bench.asr_pass_timing import time_passes
+from foresay.app.bench.asr import load_clips
 from foresay.app.cli import main
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
 from foresay.engine.asr.streaming import StreamingConfig

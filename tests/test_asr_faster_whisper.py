@@ -5,9 +5,9 @@ import pytest
 from asr_support import noise_audio
 from foresay.engine.asr.backends import GreedyBackend
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
-from foresay.engine.asr.faster_whisper_backend import FasterWhisperBackend, FasterWhisperConfig
-from foresay.engine.asr.fixtures import ctranslate2_folder
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.faster import FasterWhisperBackend, FasterWhisperConfig
+from foresay.engine.asr.whisper.fixtures import ctranslate2_folder
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingTranscriber
 from foresay.engine.errors import ModelUnavailable
 
@@ -79,7 +79,7 @@ def test_shipped_demo_whisper_converted_decodes_like_transformers(tmp_path):
     pytest.importorskip("ctranslate2")
     if shutil.which("espeak-ng") is None:
         pytest.skip("espeak-ng is not installed")
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
     from foresay.engine.demo.speech import speak, voice_settings
     from foresay.engine.demo.turn_sets import held_out_texts
 

@@ -3,9 +3,9 @@ import pytest
 from safetensors.torch import load_file
 
 from foresay.engine.asr.errors import AsrError, InvalidAsrConfig
-from foresay.engine.asr.fixtures import VOCAB_FILE, fixture_folder
-from foresay.engine.asr.models import WhisperModelConfig, load_whisper
-from foresay.engine.asr.tiktoken_vocab import build_english_tokenizer, read_ranks
+from foresay.engine.asr.whisper.fixtures import VOCAB_FILE, fixture_folder
+from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
+from foresay.engine.asr.whisper.tiktoken_vocab import build_english_tokenizer, read_ranks
 from foresay.engine.errors import ModelUnavailable
 
 

@@ -10,8 +10,8 @@ from llm_asr_support import llm_asr_models  # noqa: F401
 from foresay.engine.asr.backends import DecodeLimits
 from foresay.engine.asr.errors import IncompatibleModels, InvalidAsrConfig
 from foresay.engine.asr.greedy import greedy_loop
-from foresay.engine.asr.llm_backends import LlmGreedyBackend, LlmSpecAsrBackend
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.llm.backends import LlmGreedyBackend, LlmSpecAsrBackend
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.specasr import SpecConfig
 from foresay.engine.asr.streaming import StreamingTranscriber
 from foresay.engine.errors import ModelUnavailable
@@ -137,7 +137,7 @@ def original_layout(fixture, out):
 
 
 def test_qwen_hub_layout_is_converted_once_and_decodes_like_the_original(llm_asr_models, tmp_path):
-    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+    from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
     reference = llm_asr_models()
     original = tmp_path / "Qwen3-ASR-tiny"
@@ -155,7 +155,7 @@ def test_qwen_hub_layout_is_converted_once_and_decodes_like_the_original(llm_asr
 
 
 def test_missing_models_are_named(tmp_path):
-    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+    from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
     with pytest.raises(ModelUnavailable, match="'Qwen/Qwen3-ASR-1.7B'.*neither a local folder nor downloadable"):
         load_llm_asr(LlmAsrModelConfig("Qwen/Qwen3-ASR-1.7B", fixture_root=tmp_path))
@@ -166,7 +166,7 @@ def test_missing_models_are_named(tmp_path):
 def test_qwen3_asr_profiles_download_both_models_like_the_whisper_pairs(tmp_path):
     from foresay.app.config import load_settings
     from foresay.app.downloads import WHISPER_FILES, hub_downloads
-    from foresay.engine.asr.llm_loading import HUB_FILES
+    from foresay.engine.asr.llm.loading import HUB_FILES
 
     empty = tmp_path / "c.toml"
     empty.write_text("")
@@ -203,7 +203,7 @@ def test_bench_asr_measures_the_llm_pair_and_every_method_is_identical(asr_fixtu
 
 
 def test_qwen3_asr_pass_timing_runs_on_cpu_with_toy_shapes():
-    from foresay.app.llm_asr_pass_timing import time_llm_passes
+    from foresay.app.bench.llm_asr_pass_timing import time_llm_passes
 
     toy = {"toy": dict(audio=dict(d_model=32, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=32,
                                   output_dim=32, downsample_hidden_size=8),
@@ -216,7 +216,7 @@ def test_qwen3_asr_pass_timing_runs_on_cpu_with_toy_shapes():
 
 def test_a_demo_llm_pair_missing_from_this_install_is_named(tmp_path, monkeypatch):
     import foresay.engine.model_registry as registry
-    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+    from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
     monkeypatch.setattr(registry, "shipped_models_root", lambda: tmp_path)  # an install without the pair
     with pytest.raises(ModelUnavailable, match="model 'demo-llm' is missing.*llm_asr train"):

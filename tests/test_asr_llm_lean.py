@@ -1,4 +1,4 @@
-"""The LLM decoder's lean forward (engine/asr/llm_lean.py) is the library's pass, bit for bit:
+"""The LLM decoder's lean forward (engine/asr/llm/lean.py) is the library's pass, bit for bit:
 every pass kind a cursor runs (prefill of the audio and prompt, one token, a chain after the
 cache, a tree with its additive mask, a one-node tree, after a kept path and a crop) gives
 exactly the logits and cache of transformers' Qwen3 forward, so greedy references are unchanged."""
@@ -7,7 +7,7 @@ import torch
 
 from asr_support import noise_audio
 from llm_asr_support import llm_asr_models  # noqa: F401
-from foresay.engine.asr.llm_lean import LeanQwen3
+from foresay.engine.asr.llm.lean import LeanQwen3
 
 
 def _passes(loaded, audio, prompt):
@@ -64,7 +64,7 @@ def test_lean_forward_is_only_taken_where_it_reproduces_the_library(llm_asr_mode
 
 
 def test_positions_past_the_rotary_table_are_computed_as_the_library_does(llm_asr_models, monkeypatch):
-    import foresay.engine.asr.llm_lean as lean_module
+    import foresay.engine.asr.llm.lean as lean_module
 
     loaded = llm_asr_models("tiny-random-qwen3-asr")
     audio, prompt = noise_audio(7, 1.5), [300]
@@ -111,7 +111,7 @@ def test_a_draft_cursor_scores_as_a_target_cursor_up_to_rounding(llm_asr_models,
     """A draft's cursor: the context joins its first chain (one pass fewer; a tree as the first
     pass prefills first) and its passes run the fast forward; the logits are the target
     cursor's up to rounding, rotary positions past the table included."""
-    import foresay.engine.asr.llm_lean as lean_module
+    import foresay.engine.asr.llm.lean as lean_module
 
     for loaded in _models(llm_asr_models):
         embeds = loaded.encode(noise_audio(3, 1.5))

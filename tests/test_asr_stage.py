@@ -6,7 +6,7 @@ import pytest
 
 from asr_slow import SlowScripted
 from foresay.engine.asr.errors import AsrError
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
 from foresay.engine.asr.stage import StreamingAsr
 from foresay.engine.asr.streaming import StreamingConfig

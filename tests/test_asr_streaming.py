@@ -4,7 +4,7 @@ import pytest
 
 from foresay.engine.asr.backends import Hypothesis
 from foresay.engine.asr.errors import InvalidAsrConfig
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber, silence_cut
 

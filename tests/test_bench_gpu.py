@@ -1,7 +1,7 @@
 """`foresay bench gpu` on a CPU with small shapes: every figure the issue names, and exactness."""
 import json
 
-from foresay.app import bench_gpu
+from foresay.app.bench import gpu as bench_gpu
 
 KEYS = {"device", "bandwidth_tbps", "llm", "asr", "tts", "predgen"}
 LLM_KEYS = {"model", "weight_gb", "floor_ms", "decode_step_ms", "verify_ms", "ratio_to_floor", "warmup_s", "exact"}

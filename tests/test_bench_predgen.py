@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from foresay.app.bench_predgen import load_prompts
+from foresay.app.bench.predgen import load_prompts
 from foresay.app.cli import main
 from foresay.engine.errors import ForesayError
 

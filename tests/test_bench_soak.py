@@ -1,8 +1,8 @@
 """`foresay bench soak`: one long conversation through the whole pipeline, scored."""
 import json
 
-from foresay.app.bench_demo import DemoRequest
-from foresay.app.bench_soak import score
+from foresay.app.bench.demo import DemoRequest
+from foresay.app.bench.soak import score
 from foresay.app.cli import main
 from foresay.engine.demo.speech import VoiceSetting
 

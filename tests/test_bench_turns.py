@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from foresay.app.bench_turns import Observed, Recording, TruthTurn, read_set, score
+from foresay.app.bench.turns import Observed, Recording, TruthTurn, read_set, score
 from foresay.app.cli import main
 from foresay.engine.demo.turn_sets import build_set, pause_point
 from foresay.engine.errors import ForesayError

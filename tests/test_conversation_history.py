@@ -7,8 +7,9 @@ import pytest
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_chat import answer
 from foresay.engine.errors import ForesayError, ModelUnavailable
-from foresay.engine.llm import LLMConfig, load_llm
-from foresay.engine.model_source import declared_history_turns
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
+from foresay.engine.llm.sources import declared_history_turns
 from foresay.engine.predgen.conversation import Conversation
 
 

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from foresay.engine.decoding import greedy_reply
+from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.demo.chat_data import IGNORE, ChatEncoder
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
 from foresay.engine.demo.models import DEMO_CHAT, demo_model_dir
@@ -16,8 +16,9 @@ from foresay.engine.demo import train_cllm as trainer
 from foresay.engine.demo.cllm_data import split_labels, state_example, trajectory_states
 from foresay.engine.demo.train_cllm import CllmTrainConfig, _cllm_loss, sha256
 from foresay.engine.errors import ForesayError
-from foresay.engine.kv import KVCache
-from foresay.engine.llm import LLMConfig, load_llm
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
 from foresay.engine.predgen.continuation import ContinuationConfig
 from foresay.engine.predgen.conversation import Conversation, default_system_prompt
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
@@ -40,8 +41,8 @@ def test_trajectories_end_at_the_greedy_reply_and_label_it(demo_lm):
         prompt = demo_lm.encode(render(messages, tokenize=False, add_generation_prompt=True))
         cut = dict(messages[-1], content=truncate_request(dialogue.turns[-1].user, rng))
         partial = demo_lm.encode(render(messages[:-1] + [cut], tokenize=False, add_generation_prompt=True))
-        target, _ = greedy_reply(KVCache(demo_lm), prompt, 48)
-        draft, _ = greedy_reply(KVCache(demo_lm), partial, 24)
+        target, _ = greedy_reply(DynamicKVCache(demo_lm), prompt, 48)
+        draft, _ = greedy_reply(DynamicKVCache(demo_lm), partial, 24)
         states = trajectory_states(demo_lm, prompt, draft, target, window=8)  # raises unless it converges
         for accepted, window in states:
             assert window[0] == target[accepted] and len(window) <= 8
@@ -151,5 +152,5 @@ def test_the_shipped_cllm_loads_by_name_and_decodes_losslessly(spec):
         turn = PredGenTurn(Conversation(lm), config)
         drive_word_by_word(turn, dialogue.turns[0].user)
         turn.finish()
-        reference, _ = greedy_reply(KVCache(lm), list(turn.prompt.ids), 48)
+        reference, _ = greedy_reply(DynamicKVCache(lm), list(turn.prompt.ids), 48)
         assert turn.draft == reference

@@ -96,7 +96,7 @@ def test_bad_settings_are_refused():
 
 
 def test_jsonl_is_readable_by_the_predgen_bench(tmp_path):
-    from foresay.app.bench_predgen import load_prompts
+    from foresay.app.bench.predgen import load_prompts
     dialogues = DialogueGenerator(DomainConfig(), "test").dialogues(5)
     write_jsonl(dialogues, tmp_path / "test.jsonl")
     conversations = load_prompts(str(tmp_path / "test.jsonl"), None, multi_turn=True)

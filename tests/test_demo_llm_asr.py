@@ -67,7 +67,7 @@ def test_decoder_depth_is_a_knob_and_every_checkpoint_is_handed_on(tmp_path):
 def test_augmentation_adds_silence_after_the_speech_and_the_prompt_follows():
     import torch
 
-    from foresay.engine.asr.llm_models import PromptLayout
+    from foresay.engine.asr.llm.models import PromptLayout
     from foresay.engine.demo.augment import AugmentConfig
     from foresay.engine.demo.train_llm_asr import (VOCAB_ROWS, LlmAsrTrainConfig, audio_tokens, batch_inputs,
                                                    build_tokenizer, training_data)

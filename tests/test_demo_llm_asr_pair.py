@@ -39,7 +39,7 @@ def test_specasr_on_the_shipped_pair_equals_its_greedy_on_held_out_clips(pair):
 def test_the_pair_computes_features_once_and_each_model_hears_what_it_would_alone(pair):
     import torch
 
-    from foresay.engine.asr.llm_models import encode_both
+    from foresay.engine.asr.llm.models import encode_both
     from foresay.engine.demo.speech import speech_set
 
     clip = speech_set("test", 4, seed=0).audio[0]

@@ -11,7 +11,7 @@ from foresay.engine.demo.llm_asr_teacher import TeacherStates, aligned_targets, 
 def _pair(width=64, layers=2, ffn=128, student_layers=2):
     from transformers import Qwen3ASRForConditionalGeneration, WhisperConfig, WhisperForConditionalGeneration
 
-    from foresay.engine.asr.llm_fixtures import LlmFixtureRecipe, build_tokenizer, qwen3_asr_config
+    from foresay.engine.asr.llm.fixtures import LlmFixtureRecipe, build_tokenizer, qwen3_asr_config
 
     torch.manual_seed(0)
     teacher = WhisperForConditionalGeneration(WhisperConfig(

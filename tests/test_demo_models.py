@@ -5,7 +5,8 @@ from foresay.engine.demo import models as demo_models
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_chat import evaluate_chat
 from foresay.engine.errors import ModelUnavailable
-from foresay.engine.llm import LLMConfig, load_llm
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_demo_whisper_layout_loads_through_the_asr_layer(tmp_path):
     from transformers import WhisperForConditionalGeneration
 
     from foresay.engine.asr.backends import GreedyBackend
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
     from foresay.engine.demo.speech import utterances
     from foresay.engine.demo.train_whisper import (SHAPES, SPECIAL_TOKENS, _config, build_whisper_tokenizer,
                                                    features, save_whisper, token_rows)

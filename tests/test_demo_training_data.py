@@ -9,7 +9,7 @@ from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_whisper import edit_distance, words
 from foresay.engine.demo.train_chat import ChatTrainConfig, build_demo_tokenizer
 from foresay.engine.errors import ForesayError
-from foresay.engine.fixtures import save_chat_tokenizer
+from foresay.engine.llm.fixtures import save_chat_tokenizer
 from foresay.engine.predgen.conversation import default_system_prompt
 
 
@@ -72,12 +72,13 @@ def test_trainers_run_and_save_loadable_models(tmp_path):
 
     import numpy as np
 
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
     from foresay.engine.demo.speech import SpeechSet
     from foresay.engine.demo.train_chat import train_chat
     from foresay.engine.demo.train_whisper import (WhisperTrainConfig, build_whisper_tokenizer, train_whisper,
                                                    training_data)
-    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
 
     quiet = lambda line: None  # noqa: E731
     stats = train_chat(ChatTrainConfig(steps=2, batch_size=2, warmup=1, checkpoint_every=1), tmp_path / "chat",

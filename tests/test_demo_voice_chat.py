@@ -3,7 +3,7 @@ the whole pipeline (VAD, streaming SpecASR on the demo Whisper pair, PredGen on 
 model, espeak-ng) and comes back as the domain's correct reply."""
 import json
 
-from foresay.app.bench_demo import held_out_requests
+from foresay.app.bench.demo import held_out_requests
 from foresay.app.cli import main
 from foresay.app.config import load_settings
 
@@ -45,7 +45,7 @@ def test_spoken_held_out_requests_get_the_right_spoken_replies(tmp_path, capsys)
 
 
 def test_a_request_answered_right_is_not_a_miss_for_a_missing_word():
-    from foresay.app.bench_demo import DemoRequest, DemoResult, result_lines
+    from foresay.app.bench.demo import DemoRequest, DemoResult, result_lines
     from foresay.engine.demo.speech import VoiceSetting
 
     request = DemoRequest("Um, so on what continent is Brazil?", "Brazil is in South America.",

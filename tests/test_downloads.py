@@ -40,7 +40,7 @@ def test_patterns_match_what_the_loaders_ask_the_hub_for(monkeypatch, tmp_path):
     import faster_whisper.utils
     import huggingface_hub
 
-    from foresay.engine.asr.models import WhisperModelConfig, resolve_folder
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, resolve_folder
 
     asked = []
 

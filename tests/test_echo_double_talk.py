@@ -21,7 +21,7 @@ QUESTIONS = ["Convert 7 meters to centimeters.", "How many days are in June?"]
 @pytest.fixture(scope="module")
 def whisper():
     from foresay.engine.asr.backends import GreedyBackend
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
 
     backend = GreedyBackend(load_whisper(WhisperModelConfig("demo")))
     return lambda x: backend.text.decode(backend.transcribe(x).tokens).strip()

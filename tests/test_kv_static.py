@@ -4,10 +4,10 @@ import random
 import pytest
 import torch
 
-from foresay.engine.decoding import greedy_reply
+from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.errors import ForesayError, PromptTooLong
-from foresay.engine.kv import KVCache
-from foresay.engine.kv_static import (FAST_BUCKETS, StaticEngine, StaticKVCache, choose_cache, pass_plan,
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
+from foresay.engine.llm.static_cache import (FAST_BUCKETS, StaticEngine, StaticKVCache, choose_cache, pass_plan,
                                       static_unsupported)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
@@ -64,19 +64,19 @@ def test_cache_kind_selection(tiny_lm):
 def test_conversation_takes_the_lms_cache(load_fixture_lm):
     static, dynamic = _pair(load_fixture_lm)
     assert isinstance(Conversation(static).cache, StaticKVCache)
-    assert type(Conversation(dynamic).cache) is KVCache
+    assert type(Conversation(dynamic).cache) is DynamicKVCache
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_static_logits_match_dynamic_and_padding_changes_nothing(load_fixture_lm, seed):
     static, dynamic = _pair(load_fixture_lm, seed)
     ids = _ids(static, 70, seed)
-    reference = KVCache(dynamic).append(ids)
+    reference = DynamicKVCache(dynamic).append(ids)
     for exact, sizes in ((True, None), (False, FAST_BUCKETS), (False, None)):
         engine = StaticEngine(static, exact=exact)
         if sizes is not None:
             engine.sizes = sizes  # padded buckets as on a GPU, run eagerly
-        cache = engine.new_cache()
+        cache = engine.kv_cache()
         got = torch.cat([cache.append(ids[:1]), cache.append(ids[1:18]), cache.append(ids[18:])])
         assert torch.allclose(got, reference, atol=1e-4, rtol=1e-4), (exact, sizes)
         assert torch.equal(got.argmax(-1), reference.argmax(-1))
@@ -115,7 +115,7 @@ def test_crop_reuse_and_bounds(load_fixture_lm):
     cache.crop(25)
     assert cache.tokens == ids[:25]
     other = _ids(static, 10, 9)
-    fresh = KVCache(dynamic).append(ids[:25] + other)[-10:]
+    fresh = DynamicKVCache(dynamic).append(ids[:25] + other)[-10:]
     assert torch.allclose(cache.append(other), fresh, atol=1e-4, rtol=1e-4)
     assert cache.sync_start(ids[:25] + other[:4] + [other[4] + 1]) == 29
     start, logits = cache.sync(ids[:25] + other[:4])  # all cached: the last one is recomputed
@@ -161,7 +161,7 @@ def test_predgen_on_static_cache_equals_dynamic_and_greedy_across_turns(load_fix
 def test_llama_architecture_runs_on_the_static_cache(tiny_lm):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from foresay.engine.llm import ChatLM
+    from foresay.engine.llm.model import ChatLM
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=tiny_lm.model.config.vocab_size, hidden_size=64, intermediate_size=128,
@@ -170,7 +170,7 @@ def test_llama_architecture_runs_on_the_static_cache(tiny_lm):
     model = LlamaForCausalLM(config).eval()
     lm = ChatLM(model, tiny_lm.tokenizer, torch.device("cpu"), torch.float32, 256, "llama-tiny", cache="static")
     ids = _ids(tiny_lm, 30, 2)
-    reference = KVCache(lm).append(ids)
+    reference = DynamicKVCache(lm).append(ids)
     cache = lm.kv_cache()
     got = torch.cat([cache.append(ids[:9]), cache.append(ids[9:])])
     assert torch.allclose(got, reference, atol=1e-4, rtol=1e-4)

@@ -2,8 +2,10 @@ import pytest
 import torch
 
 from foresay.engine.errors import ForesayError, ModelUnavailable
-from foresay.engine.kv import KVCache
-from foresay.engine.llm import LLMConfig, load_llm, pick_dtype
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
+from foresay.engine.llm.model import pick_dtype
 
 
 def test_fixture_is_deterministic_and_does_not_collapse(tiny_lm, load_fixture_lm):
@@ -12,7 +14,7 @@ def test_fixture_is_deterministic_and_does_not_collapse(tiny_lm, load_fixture_lm
     text = "What is the weather in Paris? Ça va, 東京!"
     assert tiny_lm.decode(tiny_lm.encode(text)) == text
     ids = tiny_lm.encode(tiny_lm.render([{"role": "user", "content": "hello"}], True))
-    cache = KVCache(tiny_lm)
+    cache = DynamicKVCache(tiny_lm)
     logits = cache.append(ids)
     out = []
     for _ in range(40):
@@ -31,12 +33,12 @@ def test_small_random_is_tens_of_millions(load_fixture_lm):
 def test_crop_then_append_equals_cold_computation(tiny_lm):
     ids = tiny_lm.encode("one two three four five six seven eight nine ten")
     other = tiny_lm.encode(" alpha beta gamma")
-    cache = KVCache(tiny_lm)
+    cache = DynamicKVCache(tiny_lm)
     cache.append(ids)
     cache.crop(4)
     assert len(cache) == 4 and cache.tokens == ids[:4]
     warm = cache.append(other)
-    cold = KVCache(tiny_lm).append(ids[:4] + other)[-len(other):]
+    cold = DynamicKVCache(tiny_lm).append(ids[:4] + other)[-len(other):]
     assert torch.allclose(warm, cold, atol=1e-5)
     start, _ = cache.sync(ids[:4] + other)  # everything cached: only the last position recomputed
     assert start == len(cache) - 1
@@ -74,7 +76,7 @@ def test_warmup_and_eos(tiny_lm):
 
 
 def test_full_size_shape_fixture_writes_no_weights(fixture_dir):
-    from foresay.engine.fixtures import FIXTURES, ensure_fixture
+    from foresay.engine.llm.fixtures import FIXTURES, ensure_fixture
     folder = ensure_fixture("qwen2.5-7b-random")
     assert not FIXTURES["qwen2.5-7b-random"].weights_on_disk
     assert (folder / "config.json").exists() and not list(folder.glob("*.safetensors"))

@@ -3,10 +3,11 @@ import pytest
 import torch
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.gguf_export import export_gguf
-from foresay.engine.llm import LLMConfig, load_llm
-from foresay.engine.model_source import resolve_model_path
-from foresay.engine.llm_server import ServerError, ServerLM
+from foresay.engine.llm.gguf_export import export_gguf
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
+from foresay.engine.llm.sources import resolve_model_path
+from foresay.engine.llm.server import ServerError, ServerLM
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from foresay.engine.errors import ForesayError, ModelUnavailable
-from foresay.engine.gguf_export import export_gguf
-from foresay.engine.llm import LLMConfig, load_llm
-from foresay.engine.model_source import resolve_model_path, resolve_model_source
+from foresay.engine.llm.gguf_export import export_gguf
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
+from foresay.engine.llm.sources import resolve_model_path, resolve_model_source
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig

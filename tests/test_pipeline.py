@@ -215,7 +215,7 @@ def test_all_model_work_runs_on_the_stages_worker_threads(tmp_path, settings, mo
     (building a turn's state may prefill the history, which is a pass too)."""
     import threading
 
-    from foresay.engine.llm import ChatLM
+    from foresay.engine.llm.model import ChatLM
 
     threads = set()
     real_forward = ChatLM.forward

@@ -88,8 +88,8 @@ def test_outcome_partial_and_rejected(tiny_lm):
 def _rows(lm, text, draft):
     conv = Conversation(lm)
     ids = list(conv.prompt(text).ids)
-    from foresay.engine.kv import KVCache
-    logits = KVCache(lm).append(ids + draft)
+    from foresay.engine.llm.dynamic_cache import DynamicKVCache
+    logits = DynamicKVCache(lm).append(ids + draft)
     return logits[len(ids) - 1:]
 
 
@@ -160,8 +160,8 @@ def test_p_end_of_turn_is_the_end_of_message_probability(tiny_lm):
     turn = PredGenTurn(conv, CONFIG)
     record = turn.update("what is the time", 1)
     prompt = conv.prompt("what is the time")
-    from foresay.engine.kv import KVCache
-    logits = KVCache(tiny_lm).append(list(prompt.ids))
+    from foresay.engine.llm.dynamic_cache import DynamicKVCache
+    logits = DynamicKVCache(tiny_lm).append(list(prompt.ids))
     eom = prompt.end_of_message
     assert prompt.ids[eom] == tiny_lm.tokenizer.convert_tokens_to_ids("<|im_end|>")
     expected = torch.softmax(logits[eom - 1], -1)[prompt.ids[eom]].item()

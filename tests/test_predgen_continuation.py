@@ -5,8 +5,9 @@ import pytest
 
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError
-from foresay.engine.kv import KVCache
-from foresay.engine.llm import LLMConfig, load_llm
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
 from foresay.engine.predgen.continuation import (ContinuationConfig, FixedWindow, GiveUpWhenSlow,
                                                  JacobiFromDraft, PlainSteps)
 from foresay.engine.predgen.conversation import Conversation
@@ -76,7 +77,7 @@ def test_every_pass_leaves_prompt_plus_accepted_tokens_in_the_cache(tiny_lm):
     guesses = greedy[1:6] + [5] + greedy[6:14] + [7, 8, 9]
     for strategy in (JacobiFromDraft(guesses, FixedWindow(5)), JacobiFromDraft(guesses, FixedWindow(8, fill=True)),
                      PlainSteps()):
-        cache = KVCache(tiny_lm)
+        cache = DynamicKVCache(tiny_lm)
         start, logits = cache.sync(prompt)
         for tokens, pending, _ in advance_until(strategy, cache, int(logits[-1].argmax()), 30):
             assert cache.tokens == prompt + tokens
@@ -89,7 +90,7 @@ def test_slow_convergence_falls_back_to_plain_steps(tiny_lm):
     greedy = _greedy(tiny_lm, 24)
     noise = [(t + 3) % tiny_lm.model.config.vocab_size for t in greedy]
     prompt = list(Conversation(tiny_lm).prompt(FINAL).ids)
-    cache = KVCache(tiny_lm)
+    cache = DynamicKVCache(tiny_lm)
     _, logits = cache.sync(prompt)
     strategy = JacobiFromDraft(noise[1:], FixedWindow(6, fill=True), GiveUpWhenSlow(patience=2, min_gain=1))
     computed = []
@@ -143,7 +144,7 @@ def test_app_settings_choose_the_continuation():
 
 
 def test_bench_method_names():
-    from foresay.app.bench_predgen import split_method
+    from foresay.app.bench.predgen import split_method
     from foresay.app.cli import main
 
     assert split_method("jacobi") == ("greedy", "jacobi")

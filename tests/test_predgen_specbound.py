@@ -6,13 +6,16 @@ import copy
 import pytest
 import torch
 
-from foresay.app.bench_continuation import ReplyOracle, best_case_methods
-from foresay.engine.decoding import greedy_reply
+from foresay.app.bench.continuation import ReplyOracle, best_case_methods
+from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError, ModelUnavailable
-from foresay.engine.kv import KVCache
-from foresay.engine.llm import ChatLM, LLMConfig, load_llm
-from foresay.engine.predgen.continuation import ContinuationConfig, GiveUpWhenSlow, make_continuation
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
+from foresay.engine.llm.model import ChatLM
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.backend import load_llm
+from foresay.engine.predgen.continuation import ContinuationConfig, GiveUpWhenSlow
+from foresay.engine.predgen.strategies import make_continuation
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.exit_heads import ExitHeads, attach_exit_heads, load_exit_heads
 from foresay.engine.predgen.specbound import Bounds, SpecBound
@@ -92,7 +95,7 @@ def test_two_layer_model_with_one_exit_equals_greedy(tiny_lm):
 def _run(lm, strategy, n):
     """Decode n tokens with `strategy`, checking the cache invariant after every round."""
     prompt = list(Conversation(lm).prompt(FINAL).ids)
-    cache = KVCache(lm)
+    cache = DynamicKVCache(lm)
     _, logits = cache.sync(prompt)
     if hasattr(strategy.heads, "bind"):
         strategy.heads.bind(cache, len(prompt))
@@ -141,7 +144,7 @@ def test_right_drafts_fill_the_width_and_wrong_ones_cost_nothing_but_time(deep_l
 def test_bench_best_case_drafts_the_greedy_reply_perfectly(deep_lm):
     """`--best-case`: the twin of a greedy SpecBound method whose heads know the baseline's reply
     drafts every token right at the first exit (only the end of the reply is never confirmed)."""
-    from foresay.app.bench_predgen import run_methods
+    from foresay.app.bench.predgen import run_methods
 
     methods = ["baseline", "greedy+specbound:4::0.05"]
     methods += best_case_methods(methods)
@@ -196,8 +199,8 @@ def test_shipped_heads_on_the_demo_model_equal_greedy_with_history(demo_lm):
     strategy = make_continuation(ContinuationConfig.parse("specbound"), [], demo_lm)
     for dialogue in DialogueGenerator(DomainConfig(seed=6), "test").dialogues(6):
         prompt = list(Conversation(demo_lm).prompt(dialogue.turns[0].user).ids)
-        reference, _ = greedy_reply(KVCache(demo_lm), prompt, 64)
-        cache = KVCache(demo_lm)
+        reference, _ = greedy_reply(DynamicKVCache(demo_lm), prompt, 64)
+        cache = DynamicKVCache(demo_lm)
         _, logits = cache.sync(prompt)
         tokens, pending = [], int(logits[-1].argmax())
         while pending not in demo_lm.eos_ids:
@@ -237,7 +240,7 @@ def test_unsupported_models_are_refused(load_fixture_lm):
 
 
 def test_specs_settings_and_bench_option():
-    from foresay.app.bench_continuation import apply_continuation, continuation_spec
+    from foresay.app.bench.continuation import apply_continuation, continuation_spec
     from foresay.app.config import PredGenSettings
     from foresay.app.settings import ConfigError
 

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.kv import KVCache
-from foresay.engine.predgen.continuation import ContinuationConfig, GiveUpWhenSlow, prepare_continuation
+from foresay.engine.llm.dynamic_cache import DynamicKVCache
+from foresay.engine.predgen.continuation import ContinuationConfig, GiveUpWhenSlow
+from foresay.engine.predgen.strategies import prepare_continuation
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stream_model import StreamHeads, StreamsSpec, multi_stream_forward
 from foresay.engine.predgen.streams import SpeculativeStreams, attach_stream_heads
@@ -53,7 +54,7 @@ def test_streams_predgen_equals_plain_greedy(load_fixture_lm, seed, count, spec,
 
 
 def _greedy_from(lm, prompt, n):
-    cache = KVCache(lm)
+    cache = DynamicKVCache(lm)
     _, logits = cache.sync(prompt)
     return cache, int(logits[-1].argmax())
 
@@ -119,7 +120,7 @@ def test_the_main_stream_is_the_models_own_forward_and_streams_never_see_the_fut
     lm = _streams_lm(load_fixture_lm, 25, StreamsSpec(3, 2, rank=4))
     model, heads = lm.model, lm_heads(lm)
     ids = lm.encode("a few words to run through the model, and some more")
-    plain, streamed = lm.new_cache(), lm.new_cache()
+    plain, streamed = lm.transformers_cache(), lm.transformers_cache()
     with torch.inference_mode():
         model(input_ids=torch.tensor([ids[:6]]), past_key_values=plain, use_cache=True)
         reference = model(input_ids=torch.tensor([ids[6:]]), past_key_values=plain, use_cache=True).logits
@@ -132,7 +133,7 @@ def test_the_main_stream_is_the_models_own_forward_and_streams_never_see_the_fut
         streamed.crop(-(len(ids) - 6))  # the same pass on a shorter input: earlier streams unchanged
         _, shorter = multi_stream_forward(model, heads, streamed, torch.tensor([ids[6:len(ids) - 3]]))
         assert torch.allclose(shorter[0], streams[0, :shorter.shape[1]], atol=1e-5)
-        joint_cache = lm.new_cache()  # the runtime's one-call-per-layer pass: the same sums, up to rounding
+        joint_cache = lm.transformers_cache()  # the runtime's one-call-per-layer pass: the same sums, up to rounding
         multi_stream_forward(model, heads, joint_cache, torch.tensor([ids[:6]]), joint=True)
         main_j, streams_j = multi_stream_forward(model, heads, joint_cache, torch.tensor([ids[6:]]), joint=True)
         assert joint_cache.get_seq_length() == len(ids)
@@ -175,7 +176,7 @@ def test_continuation_specs_and_clear_errors(load_fixture_lm, tmp_path):
 
 
 def test_settings_and_bench_accept_streams():
-    from foresay.app.bench_predgen import split_method
+    from foresay.app.bench.predgen import split_method
     from foresay.app.config import PredGenSettings
 
     assert PredGenSettings(continuation="streams:2").engine_config().continuation == \
@@ -188,7 +189,8 @@ def test_the_shipped_streams_model_decodes_losslessly_and_its_streams_help():
     requests with history, drafted from each request cut two words short, the reply equals its
     greedy decoding, and the streams' drafts are accepted (random ones almost never are)."""
     from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
-    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
 
     lm = load_llm(LLMConfig(model="demo-streams", threads=2))
     config = PredGenConfig(max_new_tokens=48, continuation=ContinuationConfig.parse("streams"))

@@ -3,7 +3,7 @@ every reused prefix crosses the window, and greedy PredGen stays token-identical
 import pytest
 import torch
 
-from foresay.engine.decoding import greedy_reply
+from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
@@ -77,19 +77,19 @@ def test_long_conversation_reuses_history_across_the_window(load_fixture_lm):
 
 
 def test_layers_that_cannot_be_cut_back_recompute_the_kept_prefix(tiny_lm, monkeypatch):
-    """A cache with a layer kind engine.kv does not know (recurrent state, say) is rebuilt on a
+    """A cache with a layer kind engine.llm.dynamic_cache does not know (recurrent state, say) is rebuilt on a
     crop: slower, still exact."""
-    import foresay.engine.kv as kv
-    plain = kv.new_cache
-    monkeypatch.setattr(kv, "new_cache", lambda lm: (plain(lm)[0], False))
+    import foresay.engine.llm.dynamic_cache as kv
+    plain = kv.growable_transformers_cache
+    monkeypatch.setattr(kv, "growable_transformers_cache", lambda lm: (plain(lm)[0], False))
     for prompt in make_prompts(3, seed=7):
         turn = PredGenTurn(Conversation(tiny_lm), CONFIG)
         drive_word_by_word(turn, prompt)
         turn.finish()
-        monkeypatch.setattr(kv, "new_cache", plain)
+        monkeypatch.setattr(kv, "growable_transformers_cache", plain)
         assert turn.reply_ids() == cold_greedy(tiny_lm, turn.prompt.ids, CONFIG.max_new_tokens), prompt
-        monkeypatch.setattr(kv, "new_cache", lambda lm: (plain(lm)[0], False))
-    cache = kv.KVCache(tiny_lm)
+        monkeypatch.setattr(kv, "growable_transformers_cache", lambda lm: (plain(lm)[0], False))
+    cache = kv.DynamicKVCache(tiny_lm)
     cache.append(list(range(5, 40)))
     passes = tiny_lm.stats.passes
     cache.crop(20)

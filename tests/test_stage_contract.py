@@ -175,7 +175,7 @@ def test_runtime_code_does_not_import_training_code():
     """The app's runtime path (models, stages, pipeline) loads without engine/demo."""
     import subprocess
     import sys
-    code = ("import sys; import foresay.engine.llm, foresay.engine.asr.models, foresay.app.pipeline, "
+    code = ("import sys; import foresay.engine.llm, foresay.engine.asr.whisper.models, foresay.app.pipeline, "
             "foresay.app.assemble, foresay.engine.predgen.stage, foresay.engine.tts.speaker; "
             "bad = sorted(m for m in sys.modules if m.startswith('foresay.engine.demo')); "
             "print(bad); sys.exit(1 if bad else 0)")

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 
 HISTORY = "What is the capital of France? The capital of France is Paris."
@@ -14,7 +14,7 @@ HISTORY = "What is the capital of France? The capital of France is Paris."
 @pytest.fixture(scope="module")
 def demo_target():
     from foresay.engine.asr.backends import GreedyBackend
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
 
     return GreedyBackend(load_whisper(WhisperModelConfig("demo")))
 
@@ -65,7 +65,7 @@ def test_requests_with_short_gaps_past_the_window_are_heard_as_each_alone(demo_t
 
     import numpy as np
 
-    from foresay.app.bench_demo import held_out_requests
+    from foresay.app.bench.demo import held_out_requests
     from foresay.engine.demo.evaluate_whisper import words
     from foresay.engine.demo.speech import speak
 

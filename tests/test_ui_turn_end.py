@@ -108,7 +108,7 @@ def test_the_meters_panel_shows_the_line(qapp):  # noqa: F811
 
 
 def test_every_verdict_of_the_decision_has_words_while_waiting_and_once_ended():
-    from foresay.audio.turn_end import VERDICTS
+    from foresay.audio.hangover import VERDICTS
     from foresay.ui.turn_end import ENDED_WORDS, WAITING_WORDS, verdict_words
     assert set(WAITING_WORDS) == set(ENDED_WORDS) == set(VERDICTS)
     assert verdict_words("checking words") == "waiting: checking what was heard"

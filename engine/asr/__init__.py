@@ -14,10 +14,10 @@ _EXPORTS = {
     "AsrConfig": "factory", "build_backend": "factory",
     "AsrBackend": "backends", "Hypothesis": "backends", "DecodeLimits": "backends",
     "GreedyBackend": "backends", "SpecAsrBackend": "backends",
-    "FasterWhisperBackend": "faster_whisper_backend", "FasterWhisperConfig": "faster_whisper_backend",
+    "FasterWhisperBackend": "whisper.faster", "FasterWhisperConfig": "whisper.faster",
     "SpecConfig": "specasr", "speculative_decode": "specasr", "greedy_decode": "greedy",
     "speculative_loop": "specasr", "greedy_loop": "greedy",
-    "LlmGreedyBackend": "llm_backends", "LlmSpecAsrBackend": "llm_backends",
+    "LlmGreedyBackend": "llm.backends", "LlmSpecAsrBackend": "llm.backends",
     "StreamingConfig": "streaming", "StreamingTranscriber": "streaming", "StreamingAsr": "stage",
 }
 __all__ = sorted(_EXPORTS)

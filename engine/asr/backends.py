@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 
 from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.greedy import DecodeStats, greedy_decode
-from foresay.engine.asr.models import LoadedWhisper
+from foresay.engine.asr.whisper.models import LoadedWhisper
 from foresay.engine.asr.specasr import SpecConfig, speculative_decode
 
 

@@ -3,13 +3,13 @@
 `CapturedDecoder` belongs to one Whisper model: the self-attention keys and values of the tokens
 decoded so far live in buffers of the decoder's full length, the cross-attention keys and values
 of the current audio window in buffers loaded once per window, and every pass is one of a few
-row counts (padded), so on CUDA each is a graph replayed in one launch (`engine.cuda_graphs`).
+row counts (padded), so on CUDA each is a graph replayed in one launch (`engine.llm.cuda_graphs`).
 `StaticCursor` has `DecoderCursor`'s surface (sync, extend, tree, keep_path, drop_tree), so greedy
 decoding and SpecASR run on it unchanged; `make_cursor` picks it for a model that has one.
 
 With one row count (the default) every pass has the same shape, so a position's logits do not
 depend on how many tokens shared its pass: the greedy reference and SpecASR's verification see
-the same numbers on any device (see engine/kv_static.py for the argument).
+the same numbers on any device (see engine/llm/static_cache.py for the argument).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from foresay.engine.asr.cursor import DecoderCursor
 from foresay.engine.asr.errors import AsrError
-from foresay.engine.cuda_graphs import graph_pool, make_pass
+from foresay.engine.llm.cuda_graphs import graph_pool, make_pass
 
 EXACT_ROWS = (32,)  # one shape: a draft chain of 24 plus the pending tokens fits one pass
 

@@ -38,14 +38,14 @@ class AsrConfig:
             raise InvalidAsrConfig("the specasr backend needs a draft model (e.g. openai/whisper-tiny.en)")
         if self.backend == "llm-specasr" and not self.draft:
             raise InvalidAsrConfig("the llm-specasr backend needs a draft model (e.g. Qwen/Qwen3-ASR-0.6B)")
-        from foresay.engine.asr.llm_models import language_name
+        from foresay.engine.asr.llm.models import language_name
         language_name(self.language)
 
     @property
     def chosen_backend(self) -> str:
         """The backend that runs; greedy and specasr name the decoding method for either family,
         so a profile's `specasr` runs an LLM-based pair when its target is one (demo-llm)."""
-        from foresay.engine.asr.llm_loading import is_llm_asr_name
+        from foresay.engine.asr.llm.loading import is_llm_asr_name
         llm = is_llm_asr_name(self.target)
         if self.backend in ("greedy", "specasr"):
             return f"llm-{self.backend}" if llm else self.backend
@@ -71,19 +71,19 @@ def build_backend(config: AsrConfig) -> AsrBackend:
     """Load the configured recognizer (downloads or builds models as needed; call off the event loop)."""
     backend = config.chosen_backend
     if backend == "faster-whisper":
-        from foresay.engine.asr.faster_whisper_backend import FasterWhisperBackend, FasterWhisperConfig
+        from foresay.engine.asr.whisper.faster import FasterWhisperBackend, FasterWhisperConfig
 
         return FasterWhisperBackend(FasterWhisperConfig(
             config.target, device=config.device.split(":")[0], compute_type=config.compute_type,
             max_new_tokens=config.limits.max_new_tokens, fixture_root=config.fixture_root))
     if backend in LLM_BACKENDS:
         return _build_llm_backend(config, backend)
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
 
     def load(name: str):
         whisper = load_whisper(WhisperModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
                                                   attention=config.attention, fixture_root=config.fixture_root))
-        from foresay.engine.cuda_graphs import static_passes_supported
+        from foresay.engine.llm.cuda_graphs import static_passes_supported
         if whisper.device.type == "cuda" and static_passes_supported():  # CUDA graphs (asr/captured.py)
             from foresay.engine.asr.captured import attach
             attach(whisper.model)
@@ -95,8 +95,8 @@ def build_backend(config: AsrConfig) -> AsrBackend:
 
 
 def _build_llm_backend(config: AsrConfig, backend: str) -> AsrBackend:
-    from foresay.engine.asr.llm_backends import LlmGreedyBackend, LlmSpecAsrBackend
-    from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+    from foresay.engine.asr.llm.backends import LlmGreedyBackend, LlmSpecAsrBackend
+    from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
     def load(name: str):
         return load_llm_asr(LlmAsrModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),

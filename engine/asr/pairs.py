@@ -55,7 +55,7 @@ class LlmPair(RecognizerPair):
     family: str = "llm"
 
     def decode(self, clip, spec, max_new_tokens):
-        from foresay.engine.asr.llm_models import encode_both
+        from foresay.engine.asr.llm.models import encode_both
 
         target, prefix = self.target, self.target.layout.decoder_prefix()
         if spec is None:
@@ -66,7 +66,7 @@ class LlmPair(RecognizerPair):
         return speculative_loop(verifier, drafter, prefix, target.rules, target.layout.end, spec, max_new_tokens)
 
     def backend(self, spec, limits):
-        from foresay.engine.asr.llm_backends import LlmSpecAsrBackend
+        from foresay.engine.asr.llm.backends import LlmSpecAsrBackend
 
         return LlmSpecAsrBackend(self.target, self.draft, spec, limits)
 
@@ -75,19 +75,19 @@ def load_pair(target: str, draft: str, device: str = "cpu", attention: str = "sd
               fixture_root: Path | None = None) -> RecognizerPair:
     """The pair named by `target` and `draft` (both Whisper, or both LLM-based)."""
     from foresay.engine.asr.errors import IncompatibleModels
-    from foresay.engine.asr.llm_loading import is_llm_asr_name
+    from foresay.engine.asr.llm.loading import is_llm_asr_name
 
     if is_llm_asr_name(target) != is_llm_asr_name(draft):
         raise IncompatibleModels(f"{target!r} and {draft!r} are of different families (Whisper and an "
                                  "LLM-based recognizer); a draft must share its target's vocabulary")
     if is_llm_asr_name(target):
-        from foresay.engine.asr.llm_models import LlmAsrModelConfig, load_llm_asr
+        from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
         loaded = [load_llm_asr(LlmAsrModelConfig(n, device=device, attention=attention, fixture_root=fixture_root))
                   for n in (target, draft)]
         loaded[0].layout.check_same(loaded[1].layout)
         return LlmPair(*loaded)
-    from foresay.engine.asr.models import WhisperModelConfig, load_whisper
+    from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
 
     loaded = [load_whisper(WhisperModelConfig(n, device=device, attention=attention, fixture_root=fixture_root))
               for n in (target, draft)]

@@ -16,7 +16,7 @@ import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, TokenText
 from foresay.engine.asr.errors import InvalidAsrConfig
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 
 BASE_LEVEL, LEVEL_STEP, SILENCE = 0.05, 0.002, 0.02
 

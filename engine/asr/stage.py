@@ -22,7 +22,7 @@ import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.errors import AsrError
-from foresay.engine.asr.models import SAMPLE_RATE
+from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, PauseRechecked,

@@ -26,7 +26,7 @@ import numpy as np
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, TokenText
 from foresay.engine.sequences import common_prefix_length, words
 from foresay.engine.asr.errors import InvalidAsrConfig
-from foresay.engine.asr.models import SAMPLE_RATE, check_audio
+from foresay.engine.asr.whisper.models import SAMPLE_RATE, check_audio
 from foresay.engine.asr.vocab import MAX_PROMPT_TOKENS
 from foresay.engine.events import FinalTranscript, PartialTranscript
 
@@ -42,7 +42,7 @@ class StreamingConfig:
     Whisper tiny.en on read speech, the earlier defaults (the conversation as a 128-token prompt,
     the final decoded after the committed words) gave 11.9% WER against 7.9% for whole clips,
     because opening words committed from half a second of audio ("Had he married" as "How do you
-    marry the") were forced into every later decode. See docs/benchmarks.md, issue 17.
+    marry the") were forced into every later decode (docs/benchmarks.md, streaming ASR).
     """
     hop_ms: int = 250  # time between partial transcripts while the user speaks
     # Earlier text given to Whisper as a prompt, at most 223: the utterance's own text trimmed off

@@ -48,7 +48,8 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from foresay.engine.demo.evaluate_chat import evaluate_chat
     from foresay.engine.demo.evaluate_turn_end import evaluate_turn_end
-    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
 
     lm = load_llm(LLMConfig(model=args.model, device=args.device, threads=args.threads))
     dialogues = DialogueGenerator(_domain(args), args.split).dialogues(args.dialogues)

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
 
 def _greedy(lm, prompt: list[int], n: int) -> list[int]:
-    from foresay.engine.decoding import greedy_reply
-    from foresay.engine.kv import KVCache
-    ids, _ = greedy_reply(KVCache(lm), prompt, n)
+    from foresay.engine.llm.decoding import greedy_reply
+    from foresay.engine.llm.dynamic_cache import DynamicKVCache
+    ids, _ = greedy_reply(DynamicKVCache(lm), prompt, n)
     return ids
 
 
@@ -26,13 +26,13 @@ def trajectory_states(lm, prompt: list[int], draft: list[int], target: list[int]
                       fill: bool = False) -> list[tuple[int, list[int]]]:
     """The Jacobi states PredGen's continuation passes through from `draft` to `target` (y*,
     greedy): (accepted tokens before the window, window tokens: pending + guesses)."""
-    from foresay.engine.kv import KVCache
+    from foresay.engine.llm.dynamic_cache import DynamicKVCache
     from foresay.engine.predgen.continuation import FixedWindow, GiveUpWhenSlow, JacobiFromDraft
 
     kept = common_prefix_length(draft, target)
     if kept >= len(target) - 1:
         return []
-    cache = KVCache(lm)
+    cache = DynamicKVCache(lm)
     cache.append(prompt + target[:kept], keep_logits=1)
     policy = FixedWindow(window, fill=fill)
     strategy = JacobiFromDraft(draft[kept + 1:], policy, GiveUpWhenSlow(patience=0))

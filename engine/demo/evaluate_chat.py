@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from foresay.engine.decoding import greedy_reply
+from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.demo.dialogues import Dialogue
-from foresay.engine.llm import ChatLM
+from foresay.engine.llm.model import ChatLM
 from foresay.engine.predgen.conversation import Conversation
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from foresay.engine.demo.completeness import is_complete_request
 from foresay.engine.demo.dialogues import Dialogue, truncate_request
-from foresay.engine.llm import ChatLM
+from foresay.engine.llm.model import ChatLM
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenTurn
 

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, replace
 
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig, truncate_request
-from foresay.engine.predgen.continuation import ContinuationConfig, ContinuationStats, make_continuation
+from foresay.engine.predgen.continuation import ContinuationConfig, ContinuationStats
+from foresay.engine.predgen.strategies import make_continuation
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 
@@ -159,12 +160,12 @@ def pass_costs(lm, prompt_ids: list[int], repeats: int = 50) -> dict:
     """Median ms of a plain one-token step and of a streams pass over 1 + K positions (K = 0 and
     K = the model's stream count) after `prompt_ids`, alternating: the worst case's price per
     token is the full pass's over the step's."""
-    from foresay.engine.kv import KVCache
+    from foresay.engine.llm.dynamic_cache import DynamicKVCache
     from foresay.engine.predgen.streams import StreamsPass, stream_heads
 
     run = StreamsPass(lm, stream_heads(lm))
     gamma = run.heads.spec.streams
-    cache = KVCache(lm)
+    cache = DynamicKVCache(lm)
     cache.append(prompt_ids, keep_logits=1)
     n = len(cache)
     times: dict[str, list[float]] = {"plain step": [], "streams pass, no draft": [], f"streams pass, {gamma} drafted": []}

@@ -19,7 +19,7 @@ from foresay.engine.demo.chat_data import IGNORE, ChatEncoder, Example, corpus_l
 from foresay.engine.demo.cli import check_schedule, warmup_cosine_lr
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.errors import ForesayError
-from foresay.engine.fixtures import FixtureSpec, build_tokenizer, qwen2_config, save_chat_tokenizer
+from foresay.engine.llm.fixtures import FixtureSpec, build_tokenizer, qwen2_config, save_chat_tokenizer
 
 log = logging.getLogger(__name__)
 

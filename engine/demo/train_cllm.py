@@ -142,7 +142,8 @@ def _trajectories(lm, encoder: ChatEncoder, config: CllmTrainConfig, dialogues, 
 def train_cllm(config: CllmTrainConfig, base: Path, out: Path, system_prompt: str,
                domain: DomainConfig, progress=print) -> dict:
     """Fine-tune the model in `base` into `out` (saved in float16); returns the statistics."""
-    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
 
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -256,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
 
     def evaluate(args) -> int:
-        from foresay.engine.llm import LLMConfig, load_llm
+        from foresay.engine.llm.config import LLMConfig
+        from foresay.engine.llm.backend import load_llm
         fields = {k: getattr(args, k) for k in asdict(defaults) if hasattr(args, k)}
         config = CllmTrainConfig(**fields)
         lm = load_llm(LLMConfig(model=args.model, device="cpu", threads=config.threads))

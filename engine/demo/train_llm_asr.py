@@ -94,7 +94,7 @@ class LlmAsrTrainConfig:
 
 
 def build_tokenizer(texts: list[str]):
-    from foresay.engine.asr.llm_fixtures import build_tokenizer as bpe
+    from foresay.engine.asr.llm.fixtures import build_tokenizer as bpe
 
     return bpe(TEXT_TOKENS, corpus=texts)
 
@@ -117,7 +117,7 @@ def features(audio: list[np.ndarray]) -> list[torch.Tensor]:
 
 
 def model_config(shape: LlmAsrShape, tok):
-    from foresay.engine.asr.llm_fixtures import LlmFixtureRecipe, qwen3_asr_config
+    from foresay.engine.asr.llm.fixtures import LlmFixtureRecipe, qwen3_asr_config
 
     recipe = LlmFixtureRecipe(seed=0, text_tokens=TEXT_TOKENS, vocab_rows=VOCAB_ROWS, hidden=shape.hidden,
                               layers=shape.layers, heads=shape.heads, kv_heads=shape.kv_heads, ffn=shape.ffn,
@@ -204,7 +204,7 @@ def train_llm_asr(name: str, config: LlmAsrTrainConfig, tok, data: LlmAsrTrainin
     after every save (the command line scores checkpoints there)."""
     from transformers import Qwen3ASRForConditionalGeneration
 
-    from foresay.engine.asr.llm_models import PromptLayout
+    from foresay.engine.asr.llm.models import PromptLayout
 
     if config.threads:
         torch.set_num_threads(config.threads)

@@ -61,8 +61,8 @@ class HeadsTrainConfig:
 def cache_features(lm, dialogues, exit_layers: tuple[int, ...], max_reply: int,
                    progress=print) -> tuple[list[torch.Tensor], torch.Tensor, dict]:
     """(states after each exit layer (N, H), the model's greedy token at each (N,), counts)."""
-    from foresay.engine.decoding import greedy_reply
-    from foresay.engine.kv import KVCache
+    from foresay.engine.llm.decoding import greedy_reply
+    from foresay.engine.llm.dynamic_cache import DynamicKVCache
     from foresay.engine.predgen.conversation import Conversation
     from foresay.engine.predgen.layerwise import LayerwiseModel
 
@@ -78,7 +78,7 @@ def cache_features(lm, dialogues, exit_layers: tuple[int, ...], max_reply: int,
             conv.prefill_history()
             reply, _ = greedy_reply(conv.cache, list(prompt.ids), max_reply)
             ids = list(prompt.ids) + reply
-            cache = KVCache(lm)
+            cache = DynamicKVCache(lm)
             hidden = runner.embed(ids[:-1])
             rows = slice(len(prompt.ids) - 1, len(ids) - 1)  # rows that predict reply tokens
             for layer in range(exit_layers[-1]):
@@ -153,7 +153,8 @@ def fit_temperatures(heads, feats: list[torch.Tensor], y: torch.Tensor) -> tuple
 
 def run_training(config: HeadsTrainConfig, model: str, out: Path, progress=print) -> dict:
     from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
-    from foresay.engine.llm import LLMConfig, load_llm
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
     from foresay.engine.predgen.exit_heads import ExitHeads
 
     if config.threads:

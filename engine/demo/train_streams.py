@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def evaluate(args) -> int:
         from foresay.engine.demo.streams_eval import held_out_requests, measure
-        from foresay.engine.llm import LLMConfig, load_llm
+        from foresay.engine.llm.config import LLMConfig
+        from foresay.engine.llm.backend import load_llm
         from foresay.engine.predgen.streams import attach_stream_heads, stream_heads
 
         config = LLMConfig(model=args.model, device="cpu", threads=args.threads)

@@ -253,7 +253,7 @@ def _save(name, model, tok, out: Path, config: WhisperTrainConfig, precision: st
 
 def save_whisper(model, tok, out: Path) -> None:
     """Weights in float16 (half the size; decoding loads them as float32), tokenizer, generation
-    config and feature extractor, laid out as `foresay.engine.asr.models.load_whisper` reads them."""
+    config and feature extractor, laid out as `foresay.engine.asr.whisper.models.load_whisper` reads them."""
     ids = tok.get_vocab()
     out.mkdir(parents=True, exist_ok=True)
     generation = model.generation_config

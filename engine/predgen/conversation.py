@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from foresay.engine.errors import EmptyPrompt, PromptTooLong
-from foresay.engine.llm import ChatLM
+from foresay.engine.llm.model import ChatLM
 
 log = logging.getLogger(__name__)
 

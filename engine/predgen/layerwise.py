@@ -8,7 +8,7 @@ consecutive positions through one layer, at the positions that layer's cache exp
 
 Supported: decoder-only models whose body is `model.model` with `embed_tokens`, `layers`, `norm`
 and `rotary_emb` and full attention in every layer (Qwen2, Qwen3, Llama), with the dynamic cache
-(`engine.kv.KVCache`) and sdpa or eager attention.
+(`engine.llm.dynamic_cache.KVCache`) and sdpa or eager attention.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.kv import KVCache
+from foresay.engine.llm.cache import KVCache
 from foresay.engine.predgen.continuation import (Advance, ContinuationStats, GiveUpWhenSlow, _check_entry,
                                                  confirmed_prefix, plain_step)
 from foresay.engine.predgen.stream_model import (STREAMS_CONFIG, StreamHeads, adapter_shapes, check_model,

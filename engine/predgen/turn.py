@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.predgen.continuation import (Continuation, ContinuationConfig, ContinuationStats,
-                                                 make_continuation, prepare_continuation)
+from foresay.engine.predgen.continuation import Continuation, ContinuationConfig, ContinuationStats
+from foresay.engine.predgen.strategies import make_continuation, prepare_continuation
 from foresay.engine.predgen.conversation import Conversation, Prompt
 from foresay.engine.predgen.verifiers import GreedyVerifier, Verifier, VerifyInput
 from foresay.engine.sentences import Sentence, SentenceSplitter, SplitterConfig, first_sentence

@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.llm import ChatLM
+from foresay.engine.llm.model import ChatLM
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,360 @@
+"""`foresay bench predgen`: the PredGen paper's protocol on Foresay's engine.
+
+Each prompt is revealed word by word at a speaking rate on a simulated clock; the model's work
+takes real wall time on that same clock (so a slow model falls behind the speaker, as it would
+live). `baseline` waits for the full prompt and decodes greedily; the other methods speculate on
+every partial and verify at the end. Latencies are measured from the end of the prompt.
+
+A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
+continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
+`jacobi:W:fill`, `specbound`, `specbound:W:L`; `streams`, `streams:K` on a model with stream
+embeddings such as demo-streams); `jacobi` alone means greedy verification with Jacobi
+continuation. `--continuation ar|jacobi|specbound|streams` gives every verifier that continuation.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from foresay.app.bench.continuation import (BEST_CASE, apply_continuation, best_case_methods,
+                                            measure_continuation_cost, missed_summary, paired_ttfs_ratio,
+                                            print_continuation_lines, specbound_best_case)
+from foresay.app.bench.pass_timing import measure_pass_timing, measure_turn_cost
+from foresay.app.paths import check_outputs, read_text
+from foresay.engine.errors import ForesayError
+
+DEFAULT_METHODS = "baseline,greedy,topk:3,reflection"
+
+
+class SimClock:
+    """Simulated time: advances with real time while the model works, jumps while it idles."""
+
+    def __init__(self):
+        self._offset = -time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self._offset
+
+    def restart(self) -> None:
+        self._offset = -time.perf_counter()
+
+    def wait_until(self, t: float) -> None:
+        now = self()
+        if t > now:
+            self._offset += t - now
+
+
+@dataclass
+class TurnResult:
+    method: str
+    ttfs: float
+    nfetfs: int
+    latency: float
+    outcome: str
+    first_sentence: str
+    reply: list[int]
+    overhead_share: float
+    accepted_per_update: list[int] = field(default_factory=list)
+    continuation: object = None  # the continuation's ContinuationStats up to the first sentence
+    drafting: object = None      # SpecBound's SpecBoundStats over the whole reply (else None)
+
+
+def split_method(method: str) -> tuple[str, str]:
+    """(verifier spec, continuation spec) of a method name such as "greedy+jacobi:8" (a best-case
+    twin, "greedy+specbound@best", runs the same spec)."""
+    verifier, _, continuation = method.removesuffix(BEST_CASE).partition("+")
+    if verifier.startswith("jacobi") and not continuation:
+        return "greedy", verifier
+    return verifier, continuation or "plain"
+
+
+def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[list[str]]:
+    """Conversations (lists of user turns) from a JSONL file with `turns` or `prompt`."""
+    if path is None:
+        text = resources.files("foresay.assets").joinpath("prompts/bench_prompts.jsonl").read_text("utf-8")
+        source = "built-in prompts"
+    else:
+        text = read_text(Path(path), "prompts file")
+        source = path
+    conversations = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ForesayError(f"{source}:{n}: not valid JSON ({exc.msg})") from None
+        turns = item.get("turns") if isinstance(item, dict) else None
+        if turns is None and isinstance(item, dict) and "prompt" in item:
+            turns = [item["prompt"]]
+        if not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+            raise ForesayError(f"{source}:{n}: needs \"turns\" (a list of strings) or \"prompt\"")
+        conversations.append(turns if multi_turn else turns[:1])
+    if not conversations:
+        raise ForesayError(f"{source} holds no prompts")
+    return conversations[:limit] if limit else conversations
+
+
+def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) -> TurnResult:
+    """Reveal `text` word by word (the last word only with the final prompt); run `turn`."""
+    words = text.split()
+    reveal = [len(" ".join(words[:i + 1])) / chars_per_s for i in range(len(words))]
+    end = reveal[-1]
+    clock.restart()
+    if method != "baseline":
+        shown = revision = 0
+        while clock() < end:
+            heard = sum(1 for t in reveal[:-1] if t <= clock())
+            if heard > shown:
+                shown, revision = heard, revision + 1
+                next_word = reveal[heard]
+                turn.update(" ".join(words[:heard]), revision, should_stop=lambda: clock() >= next_word)
+            else:
+                clock.wait_until(reveal[shown])
+    clock.wait_until(end)
+    record = turn.finalize(text, arrived_at=end, baseline=method == "baseline")
+    turn.finish()
+    return TurnResult(method, record.ttfs, record.nfetfs, record.audio_latency, record.outcome,
+                      record.first_sentence, turn.reply_ids(), record.overhead_share,
+                      [u.accepted for u in record.updates if u.verified], record.continuation,
+                      getattr(turn.continuation, "bound", None))
+
+
+def run_methods(lm, methods: list[str], conversations, config, chars_per_s: float
+                ) -> dict[str, list[list[TurnResult]]]:
+    """Every method on every conversation; the methods take turns prompt by prompt, so a slow
+    spell of a shared machine hits them alike."""
+    from foresay.engine.predgen.continuation import ContinuationConfig
+    from foresay.engine.predgen.strategies import make_continuation
+    from foresay.engine.predgen.conversation import Conversation
+    from foresay.engine.predgen.turn import PredGenTurn
+    from foresay.engine.predgen.verifiers import make_verifier
+
+    specs = {m: ("greedy", "plain") if m == "baseline" else split_method(m) for m in methods}
+    verifiers = {m: make_verifier(specs[m][0], lm) for m in methods}
+    configs = {m: replace(config, continuation=ContinuationConfig.parse(specs[m][1])) for m in methods}
+    convs = {m: Conversation(lm, reserve_tokens=config.max_new_tokens) for m in methods}
+    clock = SimClock()
+    results: dict[str, list[list[TurnResult]]] = {m: [] for m in methods}
+    for turns in conversations:
+        for method in methods:
+            conv = convs[method]
+            conv.reset()
+            per_conversation = []
+            for index, text in enumerate(turns):
+                factory = make_continuation
+                if method.endswith(BEST_CASE):  # the baseline's greedy reply to this turn, drafted perfectly
+                    factory = specbound_best_case(results["baseline"][-1][index].reply, conv.cache,
+                                                  len(conv.prompt(text).ids))
+                turn = PredGenTurn(conv, configs[method], verifier=verifiers[method], clock=clock,
+                                   continuation_factory=factory)
+                per_conversation.append(run_turn(turn, text, method, chars_per_s, clock))
+                turn.commit()
+            results[method].append(per_conversation)
+    return results
+
+
+def summarize(method: str, results, baseline) -> dict:
+    flat = [r for conv in results for r in conv]
+    base = [r for conv in baseline for r in conv]
+    latency = statistics.fmean(r.latency for r in flat)
+    outcomes: dict[str, int] = {}
+    for r in flat:
+        outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+    missed = [r for r in flat if r.outcome in ("partial", "rejected")]
+    cont = [r.continuation for r in missed if r.continuation is not None]
+    return {
+        "ttfs_ms": 1000 * statistics.fmean(r.ttfs for r in flat),
+        "nfetfs": statistics.fmean(r.nfetfs for r in flat),
+        "latency_ms": 1000 * latency,
+        "speedup": statistics.fmean(r.latency for r in base) / latency if latency > 0 else float("inf"),
+        "first_sentence_identical": statistics.fmean(
+            r.first_sentence == b.first_sentence for r, b in zip(flat, base)),
+        "reply_identical": statistics.fmean(r.reply == b.reply for r, b in zip(flat, base)),
+        "outcomes": outcomes,
+        "overhead_share": statistics.fmean(r.overhead_share for r in flat),
+        "accepted_per_update": statistics.fmean(
+            [a for r in flat for a in r.accepted_per_update] or [0]),
+        # turns whose first sentence the final verification did not confirm: the continuation's work
+        "missed_turns": len(missed),
+        "nfetfs_missed": statistics.fmean(r.nfetfs for r in missed) if missed else None,
+        "continuation_passes_missed": sum(c.passes for c in cont),
+        "continuation_tokens_missed": sum(c.tokens for c in cont),
+        "continuation_positions_missed": sum(c.computed for c in cont),
+        **missed_summary(missed),
+    }
+
+
+def round_trip_summary(trips: list[tuple[int, float]]) -> dict:
+    """Median round trips to the server: all requests, and verifications (more than one new token)."""
+    verify = [t for n, t in trips if n > 1] or [0.0]
+    everything = [t for _, t in trips] or [0.0]
+    return {"requests": len(trips), "median_ms": 1000 * statistics.median(everything),
+            "verification_median_ms": 1000 * statistics.median(verify),
+            "verification_p90_ms": 1000 * sorted(verify)[int(0.9 * (len(verify) - 1))]}
+
+
+def run(args: argparse.Namespace) -> int:
+    from foresay.engine.llm.config import LLMConfig
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.predgen.turn import PredGenConfig
+
+    if args.speed <= 0:
+        raise ForesayError("--speed must be a positive number of characters per minute")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise ForesayError("--methods names no method")
+    if "baseline" not in methods:
+        methods.insert(0, "baseline")  # every comparison is against it
+    methods = apply_continuation(methods, args.continuation)
+    if args.best_case:
+        methods += best_case_methods(methods)
+    from foresay.engine.predgen.continuation import ContinuationConfig
+    for method in methods:  # a bad continuation is named before the model loads
+        ContinuationConfig.parse(split_method(method)[1])
+    conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
+    check_outputs({"--json": Path(args.json) if args.json else None},
+                  {"--prompts": Path(args.prompts) if args.prompts else None})
+    lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
+                            threads=args.threads, cache=args.cache, exact=not args.fast,
+                            backend=args.backend, base_url=args.base_url,
+                            api_key_env=args.api_key_env, tokenizer=args.tokenizer,
+                            chat_template=args.chat_template, gguf_file=args.gguf_file,
+                            timeout_s=args.timeout))
+    from foresay.engine.predgen.strategies import prepare_continuation
+    for method in methods:  # e.g. streams on a model without stream embeddings: said before any turn
+        prepare_continuation(ContinuationConfig.parse(split_method(method)[1]), lm)
+    served = args.backend == "openai"
+    warmup_s = lm.warmup() or 0.0
+    config = PredGenConfig(max_new_tokens=args.max_new_tokens, tts_latency_s=args.tts_latency_ms / 1000)
+    n_prompts = sum(len(c) for c in conversations)
+    cache = "" if served else \
+        f", {lm.cache_kind} cache{' (exact)' if lm.cache_kind == 'static' and lm.exact else ''}"
+    print(f"model {lm.description}{cache}, warm-up {warmup_s:.2f} s; {n_prompts} prompts, "
+          f"{args.speed:g} chars/min", file=sys.stderr)
+    if served:
+        lm.round_trips.clear()
+    results = run_methods(lm, methods, conversations, config, args.speed / 60)
+    summary = {m: summarize(m, results[m], results["baseline"]) for m in methods}
+    plain = next((m for m in methods if split_method(m) == ("greedy", "plain")), None)
+    for m in methods:  # paired with plain continuation on the same missed turns
+        if plain and m not in (plain, "baseline"):
+            summary[m]["ttfs_missed_vs_plain"] = paired_ttfs_ratio(results, plain, m)
+    report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
+              "methods": summary,
+              # [outcome, NFETFS] of every turn, by conversation: lets two models be compared on the same turns
+              "per_turn": {m: [[[r.outcome, r.nfetfs] for r in conv] for conv in results[m]] for m in methods}}
+    if served:
+        report["round_trip"] = round_trip_summary(lm.round_trips)
+    else:
+        report.update(cache=lm.cache_kind, exact=lm.cache_kind == "static" and lm.exact)
+        report["pass_timing"] = measure_pass_timing(lm)
+    bound = [m for m in methods if split_method(m)[1].startswith("specbound")]
+    if args.worst_case and bound:
+        report["continuation_cost"] = measure_continuation_cost(lm, [c[0] for c in conversations[:8]],
+                                                                split_method(bound[0])[1])
+    if args.turn_cost:
+        report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
+    print_table(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def print_table(report: dict) -> None:
+    width = max(12, *(len(name) + 1 for name in report["methods"]))
+    head = (f"{'method':<{width}}{'TTFS ms':>9}{'NFETFS':>8}{'latency ms':>12}{'speedup':>9}"
+            f"{'1st sent =':>11}{'reply =':>9}{'overhead':>10}  outcomes")
+    print(head)
+    print("-" * len(head))
+    for name, m in report["methods"].items():
+        outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
+        print(f"{name:<{width}}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
+              f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
+              f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
+    for name, m in report["methods"].items():
+        if m["missed_turns"] and m["continuation_passes_missed"]:
+            print(f"{name}: on {m['missed_turns']} partial/rejected turns NFETFS {m['nfetfs_missed']:.2f}, "
+                  f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
+                  f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
+                  f"positions per pass)")
+    print_continuation_lines(report)
+    if "pass_timing" in report:
+        pt = report["pass_timing"]
+        verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
+        print(f"passes after {pt['context_tokens']} tokens: decode step {pt['decode_step_ms']:.2f} ms, "
+              f"verification (16-token tail + 32-token draft) {pt[verify_key]:.2f} ms")
+    if "round_trip" in report:
+        rt = report["round_trip"]
+        print(f"server round trips: {rt['requests']} requests, median {rt['median_ms']:.1f} ms; "
+              f"per verification median {rt['verification_median_ms']:.1f} ms, "
+              f"p90 {rt['verification_p90_ms']:.1f} ms")
+    if "turn_cost" in report:
+        tc = report["turn_cost"]
+        n = tc["turns"]
+        print(f"turn cost: turn 1 {tc['turn_1_ms']:.1f} ms, turn {n} {tc[f'turn_{n}_ms']:.1f} ms "
+              f"(ratio {tc['ratio']:.2f}; cold re-prefill of turn {n}: {tc[f'turn_{n}_cold_ms']:.1f} ms, "
+              f"{tc['context_tokens']} tokens)")
+    best = max((m for m in report["methods"] if m != "baseline"),
+               key=lambda m: report["methods"][m]["speedup"], default="baseline")
+    g = report["methods"].get("greedy")
+    lossless = f", greedy reply identical {100 * g['reply_identical']:.0f}%" if g else ""
+    print(f"summary: {report['prompts']} prompts on {report['model']} ({report['device']}): best "
+          f"{best} {report['methods'][best]['speedup']:.2f}x faster first audio than baseline{lossless}")
+
+
+def register(benches) -> None:
+    p = benches.add_parser("predgen", help="PredGen latency benchmark (the paper's protocol)",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="small-random",
+                   help="hub id, folder, .gguf file or built-in model (tiny-random, small-random, "
+                   "tiny-sliding, demo); with --backend openai, the served model's name")
+    p.add_argument("--backend", default="transformers", choices=("transformers", "openai"),
+                   help="run the model in this process, or on an OpenAI-compatible server")
+    p.add_argument("--base-url", help="the server's URL for --backend openai, e.g. http://host:8000/v1")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the server's API key")
+    p.add_argument("--tokenizer", help="the served model's tokenizer (hub id, folder, .gguf, built-in "
+                   "name; default: --model)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds one server request may take")
+    p.add_argument("--chat-template", metavar="FILE", help="a Jinja chat template (file or string) for "
+                   "a model without one")
+    p.add_argument("--gguf-file", help="the .gguf file inside the --model folder or hub repository")
+    p.add_argument("--prompts", help="JSONL with `turns` (MT-Bench style) or `prompt` per line "
+                   "(default: built-in spoken-style prompts)")
+    p.add_argument("--limit", type=int, help="use the first N prompts")
+    p.add_argument("--speed", type=float, default=600, help="speaking rate, characters per minute")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
+                   "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
+                   "for others, e.g. greedy+jacobi:8, topk:3+jacobi:16:fill")
+    p.add_argument("--continuation", metavar="KIND", help="how replies continue after the final "
+                   "verification, for methods without their own: ar (plain steps), jacobi, specbound, streams "
+                   "(options after a colon, e.g. specbound:6:2)")
+    p.add_argument("--worst-case", action="store_true", help="also time SpecBound's continuation against "
+                   "plain steps: as configured, without drafting, with every draft right and with every draft wrong")
+    p.add_argument("--best-case", action="store_true", help="also run each greedy method with the specbound "
+                   "continuation with heads that know the greedy reply (method@best): every draft right at the "
+                   "first exit, the most drafting can save")
+    p.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    p.add_argument("--tts-latency-ms", type=float, default=150,
+                   help="TTS time to first audio assumed for the audio latency (no TTS attached)")
+    p.add_argument("--multi-turn", action="store_true",
+                   help="run every turn of each prompt, earlier replies kept as history")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--turn-cost", type=int, default=0, metavar="N",
+                   help="also measure the cost of turn N against turn 1 of one conversation")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--seed", type=int, default=0, help="seed of a built-in model")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    p.add_argument("--cache", choices=("auto", "static", "dynamic"), default="auto",
+                   help="KV cache: static (preallocated, captured passes on CUDA), dynamic, or auto "
+                        "(static on CUDA, dynamic on CPU)")
+    p.add_argument("--fast", action="store_true",
+                   help="static cache without exact mode (one-row decode steps, bucketed verification)")
+    p.set_defaults(func=run)

@@ -1,0 +1,158 @@
+"""`foresay bench turns --decision-only`: the end-of-turn decision as the pipeline feeds it.
+
+Each recording goes through the endpointer with the configured policy, and at every voice pause
+the work the pipeline is to do in the silence is done here, in the same order:
+
+    VoicePaused   -> append all turn audio so far, `preview_final()` (the transcript through the
+                     last word), one PredGen verification of it -> P(end of turn), handed to the
+                     policy with its revision and `audio_until_t` once that work would be done
+                     (its measured wall time, or `--estimate-ms`, later in audio time); beside
+                     the verification, `preview_steadiness()` (`PauseRechecked`), handed over
+                     after the preview and its own time; audio in the silence is held back
+    VoiceResumed / TurnResumed -> the held audio and what follows are appended again
+    TurnEnded     -> `finish()`: the previewed final, without decoding again, unless audio came since
+
+No partial-transcript hops and no drafting run (they do not change the decision here), so the
+figures are the decision's and its inputs' own: endpoint delays and cut-offs against the truth,
+the compute time of the speculative final (`speculative_ms`: preview + verification) and of the
+final after the end (`asr_final_ms`). Voice-to-voice needs the whole pipeline: not reported.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from foresay.app.bench.turn_records import Observed
+from foresay.app.config import Settings
+from foresay.engine.events import SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
+from foresay.engine.sentences import ends_sentence
+
+BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
+
+
+class PausedTurnDriver:
+    """Runs recordings through endpointer + decision, doing the silence's work at each pause."""
+
+    def __init__(self, settings: Settings, lm, backend, estimate_s: float | None = None):
+        """`estimate_s`: audio time the silence's work is taken to need before its estimate reaches
+        the policy (None: as long as it took here, which on a busy machine is longer than live)."""
+        from foresay.engine.predgen.conversation import Conversation
+
+        self.settings, self.lm, self.backend, self.estimate_s = settings, lm, backend, estimate_s
+        self.conv = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
+        self.speculative_ms: list[float] = []
+        self.recheck_ms: list[float] = []  # preview + recheck, the time until PauseRechecked
+        self.final_ms: list[float] = []
+
+    def warmup(self) -> None:
+        """One speculative final and verification on a short noise clip, untimed (first calls
+        pay for lazy initialisation)."""
+        from foresay.engine.asr.streaming import StreamingTranscriber
+        from foresay.engine.predgen.turn import PredGenTurn
+
+        asr = StreamingTranscriber(self.backend, self.settings.streaming)
+        asr.append(np.random.default_rng(0).normal(0, 0.01, 16000).astype(np.float32))
+        asr.preview_final()
+        PredGenTurn(self.conv).update("hello", 0, should_stop=lambda: True)
+        self.conv.reset()
+
+    def run(self, samples: np.ndarray, t0: float = 0.0):
+        """Returns the `Observed` of one recording (times from its first sample)."""
+        from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
+        from foresay.audio.endpoint import Endpointer
+        from foresay.audio.vad import make_vad
+
+        s = self.settings
+        policy = s.audio.turn_policy(s.app.adaptive_endpointing)
+        ep = Endpointer(make_vad(s.audio.vad), replace(s.audio.endpointer, mode="hands-free"), policy=policy)
+        self.conv.reset()
+        obs, self._pending, self._state = Observed(), [], None
+        pad = np.zeros(int((s.audio.longest_wait_s() + 0.5) * SAMPLE_RATE), np.float32)
+        x = np.concatenate([samples.astype(np.float32), pad])
+        for i in range(0, len(x), BLOCK):
+            block = AudioBlock(x[i:i + BLOCK], t0 + i / SAMPLE_RATE)
+            self._apply_due(policy, block.t)
+            for event in ep.push(block):
+                self._on_event(event, ep, obs, t0)
+            self._feed(ep)
+        for event in ep.finish():
+            self._on_event(event, ep, obs, t0)
+        return obs
+
+    # --- the silence's work ---------------------------------------------------------------------
+
+    def _apply_due(self, policy, t: float) -> None:
+        due = [u for u in self._pending if u[0] <= t]
+        self._pending = [u for u in self._pending if u[0] > t]
+        for _, kind, turn_id, revision, value, heard in due:
+            if kind == "rechecking":
+                policy.rechecking(turn_id, revision)
+            elif kind == "heard":
+                policy.heard(turn_id, revision, value)
+            elif kind == "sentence":
+                policy.sentence_ended(turn_id, revision, value)
+            else:
+                policy.update(value, turn_id, revision=revision, audio_until_t=heard)
+
+    def _feed(self, ep, force: bool = False) -> None:
+        state = self._state
+        if state is None or (state["held"] and not force):
+            return
+        audio = ep.turn.audio(trimmed=False)
+        if len(audio) > state["fed"]:
+            state["asr"].append(audio[state["fed"]:])
+            state["fed"] = len(audio)
+
+    def _on_event(self, event, ep, obs, t0: float) -> None:
+        from foresay.engine.asr.streaming import StreamingTranscriber
+        from foresay.engine.predgen.turn import PredGenTurn
+
+        if isinstance(event, SpeechStarted):
+            obs.started[event.turn_id] = event.t - t0
+            asr = StreamingTranscriber(self.backend, self.settings.streaming, turn_id=event.turn_id,
+                                       start_time=ep.turn.audio_start_t(trimmed=False))
+            predgen = PredGenTurn(self.conv, self.settings.predgen.engine_config(), turn_id=event.turn_id)
+            self._state = {"asr": asr, "predgen": predgen, "fed": 0, "held": False, "revision": 0}
+        elif isinstance(event, VoicePaused) and self._state is not None:
+            state = self._state
+            self._feed(ep, force=True)
+            state["held"] = True
+            started = time.perf_counter()
+            final = state["asr"].preview_final()
+            previewed = time.perf_counter()
+            state["revision"] += 1
+            p = None
+            if final.text.strip():
+                p = state["predgen"].update(final.text, state["revision"], should_stop=lambda: True).p_end_of_turn
+            spent = time.perf_counter() - started
+            self.speculative_ms.append(1000 * spent)
+            rechecked = time.perf_counter()
+            steady = state["asr"].preview_steadiness()  # live, on the recognizer's thread beside the verification
+            recheck = previewed - started + time.perf_counter() - rechecked
+            self.recheck_ms.append(1000 * recheck)
+            delay, recheck = (spent, recheck) if self.estimate_s is None else (self.estimate_s, self.estimate_s)
+            revision = state["revision"]
+            told = previewed - started if self.estimate_s is None else 0.0
+            if final.text.strip():  # the paused transcript's sentence end, as the listener tells it
+                self._pending.append((event.t + told, "sentence", event.turn_id, revision, ends_sentence(final.text),
+                                      final.t))
+            if steady is not None:  # the paused transcript says a check follows, as the ASR stage's does
+                self._pending.append((event.t + told, "rechecking", event.turn_id, revision, None, final.t))
+                self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
+            if p is not None:
+                self._pending.append((event.t + delay, "estimate", event.turn_id, revision, p, final.t))
+        elif isinstance(event, (VoiceResumed, TurnResumed)) and self._state is not None:
+            self._state["held"] = False
+            if isinstance(event, TurnResumed):
+                obs.resumed.append((event.turn_id, event.t - t0))
+        elif isinstance(event, TurnEnded) and self._state is not None:
+            obs.ends.append((event.turn_id, event.t - t0, event.last_voiced_t - t0))
+            if not self._state["held"]:
+                self._feed(ep, force=True)
+            started = time.perf_counter()
+            final = self._state["asr"].finish()
+            self.final_ms.append(1000 * (time.perf_counter() - started))
+            obs.finals.append((event.turn_id, final.text))
+            self._state["held"] = True  # until the user resumes the turn

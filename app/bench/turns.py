@@ -1,0 +1,236 @@
+"""`foresay bench turns SET.jsonl`: turn-taking scored against the truth, through the live code path.
+
+Each recording of the set is replayed as `foresay replay` does (paced on the audio clock unless
+`--fast`), and what the endpointer and the pipeline did is compared with the set's truth turns
+(`{"audio": "x.wav", "turns": [{"start_s", "end_s", "text"}]}` per line, paths relative to the
+set; a pause inside a turn is not a boundary). A found turn belongs to the truth turn its voiced
+audio overlaps most.
+
+- premature cut-off: an end declared (`TurnEnded.t`) before the truth `end_s` of its turn, also
+  one the user then resumed; `premature_recovered` counts those followed by `TurnResumed`.
+- endpoint delay: the turn's last declared end minus the truth `end_s`.
+- voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
+  measured from the last voiced frame; the difference is added back).
+- ASR final: the pipeline's own figure (end declared to final transcript).
+- WER: word errors of each turn's last final transcript against the truth texts, over the set.
+
+Unpaced (`--fast`), the audio runs ahead of the wall clock: ASR final and voice-to-voice are then
+not reported (None); the endpoint figures are still exact for a fixed hangover, but an estimate
+of P(end of turn) arrives later in audio time than it would live.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from foresay.app.arguments import add_settings_arguments, settings_from
+from foresay.app.commands import replay
+from foresay.app.bench.turn_records import Observed, Recording, TruthTurn
+from foresay.app.config import Settings
+from foresay.engine.errors import ForesayError
+from foresay.engine.events import (Event, FinalTranscript, SpeechStarted, TurnEnded, TurnMetrics,
+                                   TurnResumed)
+
+
+def read_set(path: Path) -> list[Recording]:
+    if not path.exists():
+        raise ForesayError(f"truth set {path} does not exist")
+    recordings = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            item = json.loads(line)
+            turns = tuple(TruthTurn(float(t["start_s"]), float(t["end_s"]), str(t.get("text", "")))
+                          for t in item["turns"])
+            audio = path.parent / item["audio"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ForesayError(f"{where}: expected {{\"audio\": ..., \"turns\": [{{\"start_s\", \"end_s\", "
+                               f"\"text\"}}]}} ({exc})") from None
+        if not audio.exists():
+            raise ForesayError(f"{where}: recording {audio} does not exist")
+        for a, b in zip(turns, turns[1:]):
+            if b.start_s < a.end_s:
+                raise ForesayError(f"{where}: truth turns overlap or are out of order")
+        if any(t.end_s <= t.start_s for t in turns):
+            raise ForesayError(f"{where}: a truth turn ends before it starts")
+        recordings.append(Recording(audio, turns))
+    if not recordings:
+        raise ForesayError(f"truth set {path} has no recordings")
+    return recordings
+
+
+class Collector:
+    """An observer of one replay; `t0` (the recording's first sample) is set before it plays."""
+
+    def __init__(self):
+        self.t0: float | None = None
+        self.seen: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, (SpeechStarted, TurnEnded, TurnResumed, FinalTranscript, TurnMetrics)):
+            self.seen.append(event)
+
+    def observed(self) -> Observed:
+        if self.t0 is None:
+            raise ForesayError("the replay never started its recording")
+        out, t0 = Observed(), self.t0
+        for e in self.seen:
+            if isinstance(e, SpeechStarted):
+                out.started[e.turn_id] = e.t - t0
+            elif isinstance(e, TurnEnded):
+                out.ends.append((e.turn_id, e.t - t0, e.last_voiced_t - t0))
+            elif isinstance(e, TurnResumed):
+                out.resumed.append((e.turn_id, e.t - t0))
+            elif isinstance(e, FinalTranscript):
+                out.finals.append((e.turn_id, e.text))
+            elif isinstance(e, TurnMetrics):
+                out.metrics[e.turn_id] = dict(e.values)
+        return out
+
+
+def _words(text: str) -> list[str]:
+    from foresay.engine.demo.evaluate_whisper import words
+    return words(text)
+
+
+def _edits(ref: list[str], hyp: list[str]) -> int:
+    from foresay.engine.demo.evaluate_whisper import edit_distance
+    return edit_distance(ref, hyp)
+
+
+def _stats(values: list[float]) -> dict:
+    if not values:
+        return {"median": None, "p90": None}
+    return {"median": round(float(np.percentile(values, 50)), 1), "p90": round(float(np.percentile(values, 90)), 1)}
+
+
+def score(recordings: list[Recording], observed: list[Observed]) -> dict:
+    """The set's figures (see the module docstring) from what each replay did."""
+    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "edits": 0, "words": 0}
+    delays, finals_ms, v2v, details = [], [], [], []
+    for rec, obs in zip(recordings, observed):
+        last_end = {}
+        for turn_id, t, last_voiced in obs.ends:
+            last_end[turn_id] = (t, last_voiced)
+        totals["found"] += len(last_end)
+        totals["resumed"] += len(obs.resumed)
+        owner = {}   # found turn -> index of its truth turn
+        for turn_id, (_, last_voiced) in last_end.items():
+            start = obs.started.get(turn_id, last_voiced)
+            overlaps = [min(last_voiced, tt.end_s) - max(start, tt.start_s) for tt in rec.turns]
+            best = int(np.argmax(overlaps))
+            if overlaps[best] > 0:
+                owner[turn_id] = best
+        resumed_after = {(turn_id, t) for turn_id, t in obs.resumed}
+        for turn_id, t, _ in obs.ends:
+            if turn_id in owner and t < rec.turns[owner[turn_id]].end_s:
+                totals["premature"] += 1
+                totals["recovered"] += any(r == turn_id and rt >= t for r, rt in resumed_after)
+        for j, truth in enumerate(rec.turns):
+            mine = [tid for tid, k in owner.items() if k == j]
+            if not mine:
+                continue
+            last = max(mine, key=lambda tid: last_end[tid][0])
+            t, last_voiced = last_end[last]
+            delays.append(1000 * (t - truth.end_s))
+            values = obs.metrics.get(last, {})
+            if isinstance(values.get("voice_to_voice_ms"), (int, float)):
+                v2v.append(values["voice_to_voice_ms"] + 1000 * (last_voiced - truth.end_s))
+        finals_ms += [m["asr_final_ms"] for m in obs.metrics.values()
+                      if isinstance(m.get("asr_final_ms"), (int, float))]
+        ref = [w for tt in rec.turns for w in _words(tt.text)]
+        last_final = {}   # a turn's last final transcript (a resumed turn may have had an earlier one)
+        for turn_id, text in obs.finals:
+            last_final[turn_id] = text
+        hyp = [w for turn_id in sorted(last_final) for w in _words(last_final[turn_id])]
+        totals["edits"] += _edits(ref, hyp)
+        totals["words"] += len(ref)
+        details.append({"audio": rec.audio.name, "truth_end_s": [t.end_s for t in rec.turns],
+                        "ends": [(tid, round(t, 3), round(lv, 3)) for tid, t, lv in obs.ends],
+                        "resumed": [(tid, round(t, 3)) for tid, t in obs.resumed],
+                        "heard": [last_final[tid] for tid in sorted(last_final)]})
+    return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
+            "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],
+            "resumed": totals["resumed"], "endpoint_delay_ms": _stats(delays), "asr_final_ms": _stats(finals_ms),
+            "voice_to_voice_ms": _stats(v2v),
+            "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None,
+            "recordings": details}
+
+
+async def bench(settings: Settings, recordings: list[Recording], realtime: bool = True,
+                progress=None) -> tuple[dict, list[Observed]]:
+    observed = []
+    for i, rec in enumerate(recordings):
+        collector = Collector()
+        await replay(settings, rec.audio, None, [collector], realtime=realtime,
+                     on_source=lambda source: setattr(collector, "source", source))
+        collector.t0 = collector.source.t0
+        observed.append(collector.observed())
+        if progress:
+            progress(f"{i + 1}/{len(recordings)} {rec.audio.name}")
+    return score(recordings, observed), observed
+
+
+def bench_decision(settings: Settings, recordings: list[Recording], progress=None,
+                   estimate_s: float | None = None) -> tuple[dict, list[Observed]]:
+    """The endpointer and the end-of-turn decision alone, fed as the pipeline feeds
+    them (see `turn_decision`); models are loaded once."""
+    from foresay.app.bench.turn_decision import PausedTurnDriver
+    from foresay.audio.files import load_audio
+    from foresay.engine.asr import build_backend
+    from foresay.engine.llm.backend import load_llm
+
+    driver = PausedTurnDriver(settings, load_llm(settings.llm), build_backend(settings.asr), estimate_s)
+    driver.warmup()
+    observed = []
+    for i, rec in enumerate(recordings):
+        samples, _ = load_audio(rec.audio)
+        observed.append(driver.run(samples))
+        if progress:
+            progress(f"{i + 1}/{len(recordings)} {rec.audio.name}")
+    report = score(recordings, observed)
+    report.update(asr_final_ms=_stats(driver.final_ms), voice_to_voice_ms=_stats([]),
+                  speculative_ms=_stats(driver.speculative_ms), recheck_ms=_stats(driver.recheck_ms))
+    return report, observed
+
+
+def run_bench_turns(args) -> int:
+    settings = settings_from(args)
+    recordings = read_set(Path(args.truth_set))
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.decision_only:
+        estimate = None if args.estimate_ms is None else args.estimate_ms / 1000
+        report, _ = bench_decision(settings, recordings, progress, estimate)
+    else:
+        report, _ = asyncio.run(bench(settings, recordings, realtime=not args.fast, progress=progress))
+    if args.fast and not args.decision_only:
+        report.update(asr_final_ms=_stats([]), voice_to_voice_ms=_stats([]))
+    report = {"set": str(args.truth_set), "profile": settings.app.profile,
+              "mode": "decision-only" if args.decision_only else "paced" if not args.fast else "unpaced", **report}
+    print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def register(benches) -> None:
+    p = benches.add_parser("turns", help="turn-taking against a truth set: cut-offs, resumed turns, delays")
+    p.add_argument("truth_set", metavar="SET.jsonl", help='one line per recording: {"audio": "x.wav", "turns": '
+                   '[{"start_s": .., "end_s": .., "text": ".."}]}, paths relative to the file')
+    p.add_argument("--fast", action="store_true",
+                   help="do not pace the recordings in real time (the times then mean little)")
+    p.add_argument("--decision-only", action="store_true",
+                   help="the endpointer and end-of-turn decision alone, with the transcript at each pause "
+                        "and its P(end of turn) computed as the pipeline does (no replies)")
+    p.add_argument("--estimate-ms", type=float, metavar="MS",
+                   help="with --decision-only: the silence's work (final + verification) reaches the policy "
+                        "this long after the pause (default: as long as it took on this machine)")
+    p.add_argument("--json", metavar="OUT")
+    add_settings_arguments(p)
+    p.set_defaults(func=run_bench_turns)

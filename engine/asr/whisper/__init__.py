@@ -1,0 +1,1 @@
+"""Whisper: loading (transformers or CTranslate2 through faster-whisper), fixtures, vocabulary files."""

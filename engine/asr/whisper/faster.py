@@ -1,0 +1,153 @@
+"""faster-whisper (CTranslate2) behind the backend interface: fastest where no draft pair is set.
+
+The model is a size or hub id, a CTranslate2 folder, a fixture name, or a transformers Whisper
+(a shipped name such as `demo`, or a local folder), which is converted once into a cache
+(`ct2_convert`). faster-whisper 1.x pads every segment to 30 s of features; a model trained on a
+shorter window (the demo Whisper hears 6 s) is run through its CTranslate2 model directly, with
+faster-whisper's feature extractor and the same prompt layout (<|startofprev|> prompt, the
+start-of-transcript sequence, <|notimestamps|>, the forced tokens as they are) and the model's
+own suppressed tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from foresay.engine.asr.backends import AsrBackend, Hypothesis, WhisperText
+from foresay.engine.asr.whisper.ct2_convert import converted_folder, decoder_positions, is_transformers_whisper
+from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
+from foresay.engine.asr.whisper.fixtures import ctranslate2_folder, is_fixture
+from foresay.engine.asr.whisper.models import SAMPLE_RATE, check_audio
+from foresay.engine.errors import ModelUnavailable
+
+COMPUTE_TYPES = ("auto", "int8", "int8_float16", "int8_float32", "float16", "bfloat16", "float32")
+
+
+@dataclass(frozen=True)
+class FasterWhisperConfig:
+    """Which CTranslate2 Whisper to run and how."""
+    model: str  # a size (tiny.en, medium.en, large-v3, ...), a converted folder, or a fixture name
+    device: str = "cpu"  # cpu | cuda | auto
+    compute_type: str = "auto"  # auto: int8 on CPU, float16 on CUDA
+    cpu_threads: int = 0  # 0: CTranslate2's default
+    max_new_tokens: int = 224
+    fixture_root: Path | None = None
+    cache_root: Path | None = None  # converted transformers Whispers (None: ct2_convert's default)
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise InvalidAsrConfig("a faster-whisper model name or folder is required")
+        if self.device not in ("cpu", "cuda", "auto"):
+            raise InvalidAsrConfig(f"device must be cpu, cuda or auto, not {self.device!r}")
+        if self.compute_type not in COMPUTE_TYPES:
+            raise InvalidAsrConfig(f"compute_type must be one of {', '.join(COMPUTE_TYPES)}, not {self.compute_type!r}")
+        if self.cpu_threads < 0 or not 1 <= self.max_new_tokens <= 448:
+            raise InvalidAsrConfig("cpu_threads must be >= 0 and max_new_tokens in 1..448")
+
+    def resolved_compute_type(self, device: str) -> str:
+        if self.compute_type != "auto":
+            return self.compute_type
+        return "float16" if device == "cuda" else "int8"
+
+
+class FasterWhisperBackend(AsrBackend):
+    def __init__(self, config: FasterWhisperConfig) -> None:
+        from faster_whisper import WhisperModel
+
+        self.config = config
+        source = _source(config)
+        device = config.device
+        if device == "auto":
+            import ctranslate2
+            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        try:
+            self.model = WhisperModel(source, device=device, compute_type=config.resolved_compute_type(device),
+                                      cpu_threads=config.cpu_threads)
+        except Exception as exc:  # download errors, bad folders and CTranslate2 errors alike
+            raise ModelUnavailable(
+                f"faster-whisper model {config.model!r} could not be loaded ({type(exc).__name__}: {exc}); "
+                "give a CTranslate2 folder or download the model once with a network connection") from exc
+        tokenizer = self.model.hf_tokenizer
+        self.text = WhisperText(tokenizer, tokenizer.token_to_id("<|endoftext|>"))
+        features = self.model.feature_extractor
+        self.window_seconds = features.n_samples / features.sampling_rate
+        self._frames = features.nb_max_frames
+        self._max_positions = decoder_positions(Path(source)) if Path(source).is_dir() else 448
+        self._window_tokenizer = None
+        if self._frames != _FASTER_WHISPER_FRAMES:  # the prompt layout of `_transcribe_window`, built once
+            from faster_whisper.tokenizer import Tokenizer
+            multilingual = self.model.model.is_multilingual
+            self._window_tokenizer = Tokenizer(tokenizer, multilingual, task="transcribe",
+                                               language="en" if multilingual else None)
+
+    def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
+        if self._frames != _FASTER_WHISPER_FRAMES:
+            return self._transcribe_window(check_audio(audio), forced, prompt)
+        return self._transcribe_segments(audio, forced, prompt)
+
+    def _transcribe_window(self, audio: np.ndarray, forced, prompt) -> Hypothesis:
+        """One window through CTranslate2 directly (see the module docstring)."""
+        from faster_whisper.audio import pad_or_trim
+
+        model, tokenizer = self.model, self._window_tokenizer
+        if len(audio) > model.feature_extractor.n_samples:
+            raise InvalidAudio(f"audio of {len(audio) / SAMPLE_RATE:.2f} s is longer than the model's "
+                               f"{self.window_seconds:g} s window")
+        # The audio padded to the window before the log-mel, as transformers' extractor (and
+        # Whisper's training) does: padding the features afterwards gives the silence other values.
+        n = model.feature_extractor.n_samples
+        features = pad_or_trim(model.feature_extractor(audio, padding=n - len(audio)), self._frames)
+        head = ([tokenizer.sot_prev] + list(prompt)[-(model.max_length // 2 - 1):]) if prompt else []
+        sequence = head + list(tokenizer.sot_sequence) + [tokenizer.no_timestamps] + list(forced)
+        room = min(model.max_length, self._max_positions) - len(sequence)
+        if room < 1:
+            raise InvalidAsrConfig(f"the forced prefix and prompt ({len(sequence)} tokens) leave no room "
+                                   "in the model's decoder")
+        result = model.model.generate(
+            model.encode(features), [sequence], beam_size=1, max_length=len(sequence) + min(
+                room, self.config.max_new_tokens), suppress_blank=not forced, suppress_tokens=[-1],
+            return_scores=False)[0]
+        eot = self.text.first_special
+        tokens = result.sequences_ids[0]
+        if forced and tokens[:len(forced)] == list(forced):  # CTranslate2 returns the forced tokens too
+            tokens = tokens[len(forced):]
+        end = next((i for i, t in enumerate(tokens) if t >= eot), len(tokens))
+        return Hypothesis(tuple(tokens[:end]))
+
+    def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
+        audio = check_audio(audio)
+        multilingual = self.model.model.is_multilingual
+        prefix = self.text.decode(forced).strip()
+        segments, _ = self.model.transcribe(
+            audio, language="en" if multilingual else None, beam_size=1, best_of=1, temperature=0.0,
+            condition_on_previous_text=False, initial_prompt=list(prompt) or None,
+            prefix=prefix or None, without_timestamps=True, vad_filter=False,
+            compression_ratio_threshold=None, log_prob_threshold=None, no_speech_threshold=None,
+            max_new_tokens=self.config.max_new_tokens)
+        # The segments are a lazy generator: decode here, in the caller's (worker) thread.
+        eot = self.text.first_special
+        tokens = [t for segment in segments for t in segment.tokens if t < eot]
+        # CTranslate2 returns the prefix it was given (re-encoded from text, as faster-whisper does).
+        given = self.text.encode(" " + prefix) if prefix else []
+        if tokens[: len(given)] == given:
+            tokens = tokens[len(given):]
+        return Hypothesis(tuple(tokens))
+
+
+_FASTER_WHISPER_FRAMES = 3000  # the features faster-whisper pads every segment to (30 s)
+
+
+def _source(config: FasterWhisperConfig) -> str:
+    """What to hand faster-whisper: a CTranslate2 folder (converted here when need be) or a name."""
+    from foresay.engine.model_registry import SHIPPED_WHISPER, shipped_model_dir
+
+    if is_fixture(config.model):
+        return str(ctranslate2_folder(config.model, config.fixture_root))
+    if config.model in SHIPPED_WHISPER:
+        return str(converted_folder(shipped_model_dir(config.model, SHIPPED_WHISPER), "float16", config.cache_root))
+    path = Path(config.model).expanduser()
+    if path.is_dir() and is_transformers_whisper(path):
+        return str(converted_folder(path, "float16", config.cache_root))
+    return config.model

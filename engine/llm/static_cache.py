@@ -1,0 +1,287 @@
+"""A static KV cache: buffers preallocated to the context limit, passes of a few fixed shapes.
+
+Every pass writes its tokens' keys and values into buffers sized to the conversation's context
+limit and attends over the whole buffer through a position mask, so no shape depends on how long
+the conversation is: a pass is one of a few fixed row counts (padded), and on CUDA each shape is
+a captured graph (`engine.llm.cuda_graphs`) replayed without Python's launch overhead. Cropping moves
+a length; the history stays resident across turns.
+
+Exact mode (`llm.exact`, the default): every pass has the same shape, `exact_tokens` rows, so what
+is computed for a position does not depend on how many tokens shared its pass, where the chunk
+boundaries fell, or whether it was verified in a batch or decoded as one step. Row results of a
+matrix product of one fixed shape do not depend on the other rows; norms, rotary embeddings and
+activations are per row; attention always sees the same key length and masks by position. So by
+induction over positions, keys, values and logits are a function of the token prefix alone, and
+PredGen-greedy equals greedy decoding bit for bit on any device. Fast mode decodes a step with
+one-row kernels and pads verification to the smallest bucket: cheaper, but two different shapes
+may round a near-tie differently.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from foresay.engine.llm.cuda_graphs import graph_pool, make_pass, static_passes_supported
+from foresay.engine.errors import ForesayError, PromptTooLong
+from foresay.engine.llm.cache import PrefixReuse
+
+log = logging.getLogger(__name__)
+
+CACHE_KINDS = ("auto", "static", "dynamic")
+FAST_BUCKETS = (1, 16, 32, 64, 128)   # row counts of captured passes in fast mode
+EAGER_CHUNK = 128                      # longest pass without graphs in fast mode
+# Rows of every pass in exact mode: on a GPU a 64-row pass costs about what a 1-row pass does
+# (both read all weights once) and holds a 16-token tail plus a 32-token draft; on a CPU the
+# arithmetic is paid per row, so its passes are shorter.
+EXACT_TOKENS = {"cuda": 64}
+EXACT_TOKENS_OTHER = 16
+ARCHITECTURES = ("qwen2", "llama", "qwen3")  # decoder-only, plain full attention, plain LM head
+_ATTENTION = "foresay_static"
+
+
+def static_unsupported(config) -> str | None:
+    """Why the static cache cannot run a model of this config (None: it can)."""
+    kind = getattr(config, "model_type", "?")
+    if not static_passes_supported():
+        return "the static cache needs transformers 5"
+    if kind not in ARCHITECTURES:
+        return f"architecture {kind!r} is not one the static cache supports ({', '.join(ARCHITECTURES)})"
+    types = getattr(config, "layer_types", None)
+    if types is not None and any(t != "full_attention" for t in types):
+        return "the model has sliding-window layers (the dynamic cache handles them)"
+    if types is None and getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        return "the model uses sliding-window attention (the dynamic cache handles it)"
+    return None
+
+
+def choose_cache(kind: str, device: torch.device, config) -> str:
+    """"auto" becomes "static" on CUDA where the model allows it, else "dynamic"; an explicit
+    "static" the model cannot run is an error."""
+    if kind not in CACHE_KINDS:
+        raise ForesayError(f"LLM config: cache {kind!r} is not one of {', '.join(CACHE_KINDS)}")
+    reason = static_unsupported(config)
+    if kind == "static" and reason:
+        raise ForesayError(f"llm.cache = 'static' cannot run this model: {reason}; "
+                           "use llm.cache = 'dynamic'")
+    if kind == "auto":
+        if device.type == "cuda" and reason:
+            log.info("dynamic KV cache: %s", reason)
+        return "static" if device.type == "cuda" and not reason else "dynamic"
+    return kind
+
+
+def exact_tokens(device: torch.device) -> int:
+    return EXACT_TOKENS.get(device.type, EXACT_TOKENS_OTHER)
+
+
+def pass_plan(n: int, sizes: tuple[int, ...] | None) -> list[tuple[int, int]]:
+    """(real tokens, padded rows) of each pass that runs `n` tokens: chunks of the largest size,
+    each padded to the smallest size that holds it; `sizes` None: unpadded chunks."""
+    if n < 1:
+        raise ValueError("a pass needs at least one token")
+    chunk = max(sizes) if sizes else EAGER_CHUNK
+    plan = []
+    for done in range(0, n, chunk):
+        real = min(chunk, n - done)
+        plan.append((real, min(s for s in sizes if s >= real) if sizes else real))
+    return plan
+
+
+def _static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """SDPA over the whole buffer with the pass's mask; grouped query heads fold into the query
+    length (no copy of the keys and values per query head)."""
+    batch, heads, rows, dim = query.shape
+    kv_heads = key.shape[1]
+    folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
+    out = F.scaled_dot_product_attention(folded, key, value, attn_mask=attention_mask, scale=scaling)
+    return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+    AttentionInterface.register(_ATTENTION, _static_attention)
+
+
+@contextmanager
+def _attention_of(config, name: str):
+    old = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = old
+
+
+class _Buffers:
+    """The keys and values of every layer, written in place at the pass's positions; what the
+    model's attention layers see as their cache."""
+
+    def __init__(self, config, length: int, device: torch.device, dtype: torch.dtype):
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        shape = (1, config.num_key_value_heads, length, head_dim)
+        # zeros, not empty: a masked key still enters the score, and garbage could be NaN
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
+        self.write_at: torch.Tensor | None = None
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        keys.index_copy_(2, self.write_at, key_states)
+        values.index_copy_(2, self.write_at, value_states)
+        return keys, values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        raise RuntimeError("internal: the static cache passes positions explicitly")
+
+
+class _Shape:
+    """One pass shape: its static inputs and its (captured or eager) pass."""
+
+    def __init__(self, cache: "StaticKVCache", rows: int):
+        device = cache.engine.device
+        self.rows = rows
+        self.ids = torch.zeros((1, rows), dtype=torch.long, device=device)
+        self.pos = torch.arange(rows, device=device)  # the fresh cache is empty: warm-up writes are harmless
+        self.run = make_pass(partial(cache._forward, self), device, cache.engine.pool,
+                             capture=cache.engine.graphs)
+
+
+class StaticKVCache(PrefixReuse):
+    """The KVCache interface (`engine.llm.cache`) over static buffers."""
+
+    def __init__(self, engine: "StaticEngine"):
+        self.engine = engine
+        self.lm = engine.lm
+        self.tokens: list[int] = []
+        config = engine.model.config
+        self.capacity = engine.capacity
+        length = -(-(self.capacity + EAGER_CHUNK) // 64) * 64  # room for padding rows past the end
+        self._groups = config.num_attention_heads // config.num_key_value_heads
+        with torch.inference_mode():
+            self._buffers = _Buffers(config, length, engine.device, engine.model.dtype)
+            self._key_index = torch.arange(length, device=engine.device)
+            self._shapes: dict[int, _Shape] = {}
+            if engine.graphs:  # captured now, while the cache is empty
+                for rows in engine.sizes or ():
+                    self._shapes[rows] = _Shape(self, rows)
+
+    def crop(self, length: int) -> None:
+        if not 0 <= length <= len(self.tokens):
+            raise ValueError(f"cannot crop a cache of {len(self.tokens)} tokens to {length}")
+        del self.tokens[length:]
+
+    @torch.inference_mode()
+    def append(self, ids: list[int], keep_logits: int | None = None) -> torch.Tensor:
+        """Run `ids` after the cached tokens; float32 logits of the last `keep_logits` positions
+        (all: None or 0, as in the dynamic cache)."""
+        if not ids:
+            raise ValueError("append needs at least one token")
+        n, start = len(ids), len(self.tokens)
+        keep = n if not keep_logits else min(keep_logits, n)
+        if start + n > self.capacity:
+            raise PromptTooLong(f"the conversation would take {start + n} tokens; the static KV cache "
+                                f"holds {self.capacity} (llm.max_context)")
+        began = time.perf_counter()
+        rows_out, done, passes = [], 0, 0
+        for real, rows in pass_plan(n, self.engine.sizes):
+            shape = self._shape(rows)
+            chunk = torch.tensor(ids[done:done + real] + [0] * (rows - real), dtype=torch.long)
+            shape.ids[0].copy_(chunk, non_blocking=True)
+            torch.add(self._key_index[:rows], start + done, out=shape.pos)
+            logits = shape.run()
+            first = max(0, n - keep - done)
+            if first < real:
+                rows_out.append(logits[first:real].float())
+            done += real
+            passes += 1
+        out = torch.cat(rows_out) if len(rows_out) > 1 else rows_out[0]
+        if self.engine.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.tokens.extend(ids)
+        stats = self.lm.stats
+        stats.seconds += time.perf_counter() - began
+        stats.passes += passes
+        stats.tokens += n
+        return out
+
+    def _shape(self, rows: int) -> _Shape:
+        shape = self._shapes.get(rows)
+        if shape is None:
+            shape = self._shapes[rows] = _Shape(self, rows)
+        return shape
+
+    def _forward(self, shape: _Shape) -> torch.Tensor:
+        """The pass over `shape`'s static inputs: logits of every row, in the model's dtype."""
+        model = self.engine.model
+        allowed = self._key_index[None, :] <= shape.pos[:, None]  # a row sees the keys up to its position
+        # additive, in the model's dtype, built once per pass (a boolean mask would be converted
+        # in every layer); its rows repeat per query head of a group, as the heads fold in
+        bias = torch.zeros(allowed.shape, dtype=model.dtype, device=allowed.device)
+        mask = bias.masked_fill_(~allowed, float("-inf")).repeat(self._groups, 1)[None, None]
+        self._buffers.write_at = shape.pos
+        with _attention_of(model.config, _ATTENTION):
+            hidden = model.model(input_ids=shape.ids, position_ids=shape.pos[None], attention_mask=mask,
+                                 past_key_values=self._buffers, use_cache=True).last_hidden_state
+        return self.engine.head(hidden[0])
+
+
+class StaticEngine:
+    """One LM's static-cache settings, graph memory pool and pre-captured spare cache."""
+
+    def __init__(self, lm, exact: bool = True):
+        reason = static_unsupported(lm.model.config)
+        if reason:
+            raise ForesayError(f"the static KV cache cannot run {lm.name}: {reason}")
+        _register_attention()
+        self.lm, self.model, self.device, self.exact = lm, lm.model, lm.device, exact
+        self.head = lm.model.get_output_embeddings()
+        self.capacity = lm.max_context
+        self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
+        if exact:
+            self.sizes: tuple[int, ...] | None = (exact_tokens(self.device),)
+        else:
+            self.sizes = FAST_BUCKETS if self.graphs else None
+        self.pool = graph_pool(self.device)
+        self.exact_verified: bool | None = None  # set by warmup() in exact mode
+        self._spare: StaticKVCache | None = None
+
+    def kv_cache(self) -> StaticKVCache:
+        """A cache of its own buffers (and graphs); the one warmed up before 'ready' comes first."""
+        cache, self._spare = self._spare, None  # (an empty cache is falsy: it has a length)
+        return cache if cache is not None else StaticKVCache(self)
+
+    def captured(self, cache: StaticKVCache) -> int:
+        return sum(1 for s in cache._shapes.values() if s.run.captured)
+
+    def warmup(self) -> StaticKVCache:
+        """Build (and on CUDA capture) a cache, run passes through it, check exact mode on this
+        device (`exact_verified`), and keep the cache as the next `kv_cache()`."""
+        cache = self.kv_cache()
+        ids = self.lm.encode("Hello, how are you today? Tell me about the weather in Paris.") or [0]
+        self.exact_verified = self.probe_exact(cache, ids) if self.exact else False
+        if self.exact and not self.exact_verified:
+            log.warning("exact mode is NOT exact on this device: a position's logits changed with its "
+                        "row in the pass (a matrix kernel whose order depends on the row); PredGen-greedy "
+                        "may differ from greedy decoding at near-ties")
+        cache.reset()
+        self._spare = cache
+        return cache
+
+    @staticmethod
+    def probe_exact(cache: StaticKVCache, ids: list[int]) -> bool:
+        """Logits of the same tokens run as one pass and in uneven chunks (every position at
+        another row of its pass) are bit for bit equal: the premise of exact mode, measured."""
+        ids = (ids * (1 + 24 // len(ids)))[:24]
+        cache.reset()
+        whole = cache.append(ids)
+        cache.reset()
+        parts, at = [], 0
+        for n in (1, 5, 1, 7, 3, 7):
+            parts.append(cache.append(ids[at:at + n]))
+            at += n
+        return torch.equal(whole, torch.cat(parts))
