@@ -61,7 +61,7 @@ class TurnEndConfig:
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.47 s)
     incomplete_p: float = 0.05
     complete_s: float = 0.22    # 8 frames of 30 ms: one frame longer cost a median of 20-30 ms a turn
-                                # (docs/benchmarks.md, "a recognizer that hears the pre-roll")
+                                # (docs/benchmarks.md, "Turn-taking: what the decision's defaults buy")
     incomplete_s: float = 1.0
     no_estimate_s: float = 0.8
     min_silence_s: float = 0.1
