@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from foresay.app import bench, commands as pipeline_commands, doctor
+from foresay.app import bench, commands as pipeline_commands, doctor, registry_cli
 from foresay.app.version import version_line
 from foresay.audio import cli as audio_cli
 from foresay.engine.errors import ForesayError
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(commands)
     audio_cli.register(commands)
     pipeline_commands.register(commands)
+    registry_cli.register(commands)
     return parser
 
 

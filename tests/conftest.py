@@ -33,3 +33,21 @@ def load_fixture_lm(fixture_dir):
 def tiny_lm(load_fixture_lm):
     return load_fixture_lm("tiny-random")
 
+
+
+@pytest.fixture(scope="session")
+def registry_model():
+    """`registry_model(name)`: the folder of a fetched registry model (real weights). Missing, it
+    skips the test with the command that fetches it; under CI (CI=true) it fails instead, so a
+    green CI run has really run the real-model tests."""
+    from foresay.engine.registry_models import registry_model_path
+
+    def find(name: str):
+        folder = registry_model_path(name)
+        if folder is None:
+            message = f"registry model {name!r} is not fetched: run `foresay models fetch {name}`"
+            if os.environ.get("CI") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+        return folder
+    return find
