@@ -80,7 +80,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     if settings.tts.engine == "zonos" and importlib.util.find_spec("zonos") is None:
         tts_config = settings.tts.espeak  # a GPU profile on a machine without Zonos still speaks
         publish(StatusMessage(0, 0.0, "Zonos is not installed, speaking with espeak-ng instead (docs/tts.md "
-                              "docs/tts.md says how to install it)", "warning"))
+                              "says how to install it)", "warning"))
     tell(2, f"loading the voice ({type(tts_config).__name__.removesuffix('Config').lower()})")
     tts = build_engine(tts_config)
 
