@@ -3,7 +3,7 @@ import asyncio
 from dataclasses import replace
 
 from foresay.app.gui import App, settings_with_choices
-from foresay.engine.events import TalkPressed, TalkReleased, TurnMetrics
+from foresay.engine.events import TalkPressed, TalkReleased
 from foresay.ui.settings import SettingsChoices
 
 from test_pipeline import recording, settings  # noqa: F401  (fixture)
