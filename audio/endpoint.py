@@ -1,14 +1,16 @@
 """Endpointing: when a user's turn starts and ends, hands-free or with push-to-talk.
 
 `Endpointer` is a streaming core without I/O. Feed it 16 kHz blocks in capture order; it cuts
-them into VAD frames and returns events from `foresay.engine.events`:
+them into VAD frames, keeps each turn's audio, and asks the turn-taking state machine
+(`turn_taking.TurnTaking`, `self.turns`) for every decision: start, pause, end, resume or a new
+turn. It returns the machine's events from `foresay.engine.events`:
 
     ep = Endpointer(make_vad(), EndpointerConfig(), policy=AdaptiveHangover())
     for event in ep.push(block):   # SpeechStarted / TurnEnded, in time order
         ...
     ep.turn.audio()                # the current (or last) turn's audio, for the ASR
 
-Hands-free (the default mode):
+Hands-free (the default mode); the start rule is the endpointer's, the rest the machine's:
 - A turn starts once `start_voiced_ms` of voiced frames lie within the last `start_window_ms`;
   `SpeechStarted.t` is the first of those voiced frames. `preroll_ms` of audio before it is kept
   in the turn's audio (soft onsets the VAD misses).
@@ -43,14 +45,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from foresay.engine.events import (EndOfTurnEstimate, Event, SpeechStarted, TurnEnded, TurnResumed,
-                                   VoicePaused, VoiceResumed)
+from foresay.engine.events import Event, SpeechStarted, TurnEnded, TurnResumed
 
 from .blocks import SAMPLE_RATE, AudioBlock, rms_db
 from .gate import Mode, PushToTalkGate
 from .hangover import FixedHangover, HangoverPolicy
 from .resample import Framer
 from .turn import Turn
+from .turn_taking import TurnTaking, TurnTakingConfig
 from .vad import Vad
 
 
@@ -91,19 +93,22 @@ class EndpointerConfig:
             raise ValueError("resume_max_gap_s must be positive")
         object.__setattr__(self, "mode", Mode(self.mode))
 
+    def turn_taking(self) -> TurnTakingConfig:
+        return TurnTakingConfig(pause_s=self.pause_ms / 1000, resume_window_s=self.resume_window_s,
+                                resume_max_gap_s=self.resume_max_gap_s, max_turn_s=self.max_turn_s)
+
 
 class Endpointer:
-    """Turns blocks of audio into SpeechStarted / TurnEnded events (see the module docstring)."""
+    """Turns blocks of audio into the turn-taking machine's events (see the module docstring)."""
 
     def __init__(self, vad: Vad, config: EndpointerConfig | None = None,
                  policy: HangoverPolicy | None = None, gate: PushToTalkGate | None = None,
                  first_turn_id: int = 1):
         self.vad = vad
         self.config = config or EndpointerConfig()
-        self.policy = policy or FixedHangover()
+        self.turns = TurnTaking(policy or FixedHangover(), self.config.turn_taking(), first_turn_id)
         self.gate = gate or PushToTalkGate(self.config.mode)
         self._mode = self.config.mode
-        self._next_turn_id = first_turn_id
         self._frame_n = vad.frame_samples
         self._frame_s = self._frame_n / SAMPLE_RATE
         self._framer = Framer(self._frame_n)
@@ -111,14 +116,16 @@ class Endpointer:
         self._turn: Turn | None = None
         self._last_t = 0.0                  # end of the audio processed so far
         self._noise_db: float | None = None  # noise floor estimate, dBFS
-        self._resumable: Turn | None = None  # the last turn, while it may still reopen
+        self._resumable: Turn | None = None  # the last turn, while it may still go on
         self._since_end: list[tuple[float, np.ndarray, bool]] = []  # its frames after the end
-        self._paused = False                 # VoicePaused sent for the current silence
-        self._estimate: tuple | None = None  # the last EndOfTurnEstimate's content
         self.frames_seen = 0
         self._was_voiced = False             # the previous frame was voiced (hold_margin_db)
 
     # --- public -----------------------------------------------------------------------------
+
+    @property
+    def policy(self) -> HangoverPolicy:
+        return self.turns.policy
 
     @property
     def mode(self) -> Mode:
@@ -140,28 +147,29 @@ class Endpointer:
 
     @property
     def resumable(self) -> bool:
-        """A turn was just ended by silence and voice now would reopen it (`resume_window_s`)."""
+        """A turn was just ended by silence and voice now may reopen it (`resume_window_s`)."""
         return self._resumable is not None
+
+    def feed(self, event: Event) -> None:
+        """What the pipeline learned about the open turn (PausedTranscript, DraftUpdated,
+        PauseRechecked), for the turn-taking machine."""
+        self.turns.feed(event)
 
     def estimate(self, p_end_of_turn: float, turn_id: int, revision: int | None = None,
                  audio_until_t: float | None = None) -> None:
-        """P(end of turn) from the LLM for `turn_id`'s transcript up to `audio_until_t`, for the
-        end-of-turn policy (from any thread; it acts on the next frame)."""
-        self.policy.update(p_end_of_turn, turn_id, revision=revision, audio_until_t=audio_until_t)
+        """P(end of turn) from the LLM for `turn_id`'s transcript up to `audio_until_t`."""
+        self.turns.estimate(p_end_of_turn, turn_id, revision, audio_until_t)
 
     def sentence_ended(self, turn_id: int, revision: int, ended: bool) -> None:
-        """Whether the recognizer ended `turn_id`'s transcript `revision` with a sentence end, for
-        the end-of-turn policy (from any thread)."""
+        """Whether the recognizer ended `turn_id`'s transcript `revision` with a sentence end."""
         self.policy.sentence_ended(turn_id, revision, ended)
 
     def rechecking(self, turn_id: int, revision: int) -> None:
-        """A steadiness check of `turn_id`'s transcript `revision` is under way (its answer comes
-        through `heard`), for the end-of-turn policy (from any thread)."""
+        """A steadiness check of `turn_id`'s transcript `revision` is under way."""
         self.policy.rechecking(turn_id, revision)
 
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
-        """Whether `turn_id`'s transcript `revision` was heard steadily (`PauseRechecked`),
-        for the end-of-turn policy (from any thread)."""
+        """Whether `turn_id`'s transcript `revision` was heard steadily (`PauseRechecked`)."""
         self.policy.heard(turn_id, revision, steady)
 
     def press(self, t: float | None = None) -> None:
@@ -186,7 +194,7 @@ class Endpointer:
         t_end = self._last_t if t is None else t
         events = self._apply_controls(t_end)
         if self.in_turn:
-            events.append(self._end_turn(max(t_end, self._turn.start_t)))
+            events.append(self._closed(self.turns.end(t_end)))
         return events
 
     # --- frames -----------------------------------------------------------------------------
@@ -225,7 +233,8 @@ class Endpointer:
         c = self.config
         self._ring.append((t, frame, voiced))
         if self._resumable is not None:
-            if t - self._resumable.end_t > c.resume_window_s + c.start_window_ms / 1000 + self._frame_s:
+            # an onset is dated up to a start window before it is known
+            if self.turns.expired(t - c.start_window_ms / 1000 - self._frame_s):
                 self._resumable, self._since_end = None, []
             else:
                 self._since_end.append((t, frame, voiced))
@@ -240,121 +249,85 @@ class Endpointer:
         if voiced_s + 1e-9 < c.start_voiced_ms / 1000:
             return
         first_voiced = min(ft for ft, v in in_window if v)
-        turn = self._resumable
-        if (turn is not None and first_voiced - turn.end_t <= c.resume_window_s + 1e-9
-                and first_voiced - (turn.end_t if turn.last_voiced_t is None else turn.last_voiced_t)
-                <= c.resume_max_gap_s + 1e-9):
-            events.append(self._resume_turn(turn, first_voiced))
+        decision = self.turns.onset(first_voiced)
+        if isinstance(decision, TurnResumed):
+            self._resume_turn(self._resumable)
         else:
-            events.append(self._start_turn(first_voiced, first_voiced))
+            self._start_turn(decision, first_voiced)
+        events.append(decision)
 
     def _continue_turn(self, frame: np.ndarray, t: float, voiced: bool,
                        events: list[Event]) -> None:
         turn = self._turn
         turn.add_frame(frame)
-        t_end = t + self._frame_s
-        self.policy.observe(frame, voiced, t)
         if voiced:
             if turn.first_voiced_t is None:
                 turn.first_voiced_t = t
-            turn.last_voiced_t = t_end
-            if self._paused:
-                self._paused = False
-                events.append(VoiceResumed(turn_id=turn.turn_id, t=t))
-        if self._mode is Mode.HANDS_FREE:
-            last = turn.last_voiced_t if turn.last_voiced_t is not None else turn.start_t
-            silence = t_end - last
-            if (not voiced and not self._paused and turn.last_voiced_t is not None
-                    and silence >= self.config.pause_ms / 1000 - 1e-9):
-                self._paused = True
-                events.append(VoicePaused(turn_id=turn.turn_id, t=t_end, last_voiced_t=last))
-            self._report_estimate(turn.turn_id, t_end, events)
-            if not voiced and silence >= self.policy.hangover_s() - 1e-9:
-                events.append(self._end_turn(t_end, resumable=True))
-                return
-        # A turn that runs past max_turn_s ends at its next unvoiced frame, between words, not
-        # inside one; only speech that never leaves a gap is cut after a grace of 5 s more.
-        length = t_end - turn.start_t
-        if length >= self.config.max_turn_s and (not voiced or length >= self.config.max_turn_s + 5.0):
-            events.append(self._end_turn(t_end))
+            turn.last_voiced_t = t + self._frame_s
+        for event in self.turns.frame(t, t + self._frame_s, voiced, frame):
+            events.append(self._closed(event) if isinstance(event, TurnEnded) else event)
 
     # --- turns ------------------------------------------------------------------------------
 
-    def _start_turn(self, start_t: float, first_voiced_t: float | None) -> SpeechStarted:
+    def _start_turn(self, started: SpeechStarted, first_voiced_t: float | None) -> None:
         c = self.config
-        anchor = first_voiced_t if first_voiced_t is not None else start_t
+        anchor = first_voiced_t if first_voiced_t is not None else started.t
         keep_from = anchor - c.preroll_ms / 1000
         frames = [(ft, f, v) for ft, f, v in self._ring if ft + self._frame_s > keep_from + 1e-9]
         self._ring.clear()
-        turn_id = self._next_turn_id
-        self._next_turn_id += 1
         audio_t0 = frames[0][0] if frames else self._last_t
-        turn = Turn(turn_id, self._mode, start_t, audio_t0, c.preroll_ms / 1000, c.tail_ms / 1000,
+        turn = Turn(started.turn_id, self._mode, started.t, audio_t0, c.preroll_ms / 1000, c.tail_ms / 1000,
                     first_voiced_t=first_voiced_t)
         for ft, f, v in frames:
             turn.add_frame(f)
+            self.turns.hear(ft, f, v)
             if v:
                 if turn.first_voiced_t is None:
                     turn.first_voiced_t = ft
                 turn.last_voiced_t = ft + self._frame_s
         self._turn = turn
         self._resumable, self._since_end = None, []
-        self._begin_policy(turn_id)
-        return SpeechStarted(turn_id=turn_id, t=start_t)
 
-    def _resume_turn(self, turn: Turn, first_voiced_t: float) -> TurnResumed:
+    def _resume_turn(self, turn: Turn) -> None:
         """Reopen `turn`: every frame since its end joins it, in order, so its audio has no gap."""
-        ended_t = turn.end_t
         turn.end_t = None
         turn.resumed += 1
         for ft, f, v in self._since_end:
             turn.add_frame(f)
+            self.turns.hear(ft, f, v)
             if v:
                 turn.last_voiced_t = ft + self._frame_s
         self._ring.clear()
         self._resumable, self._since_end = None, []
         self._turn = turn
-        self._begin_policy(turn.turn_id)
-        return TurnResumed(turn_id=turn.turn_id, t=first_voiced_t, ended_t=ended_t)
 
-    def _begin_policy(self, turn_id: int) -> None:
-        self._paused = False
-        self._estimate = None
-        self.policy.begin_turn(turn_id)
-
-    def _report_estimate(self, turn_id: int, t: float, events: list[Event]) -> None:
-        view = self.policy.view()
-        p = None if view.p_end_of_turn is None else round(view.p_end_of_turn, 2)
-        key = (p, round(view.wait_s, 2), view.verdict)
-        if key != self._estimate:
-            self._estimate = key
-            events.append(EndOfTurnEstimate(turn_id=turn_id, t=t, p_end_of_turn=view.p_end_of_turn,
-                                            wait_s=view.wait_s, verdict=view.verdict))
-
-    def _end_turn(self, t: float, resumable: bool = False) -> TurnEnded:
+    def _closed(self, ended: TurnEnded) -> TurnEnded:
+        """The machine ended the open turn: its audio stops there."""
         turn = self._turn
-        turn.end_t = t
+        turn.end_t = ended.t
         if turn.last_voiced_t is not None:
-            turn.last_voiced_t = min(turn.last_voiced_t, t)
-        last = turn.last_voiced_t if turn.last_voiced_t is not None else turn.start_t
+            turn.last_voiced_t = min(turn.last_voiced_t, ended.t)
         self._ring.clear()
-        keep = resumable and self.config.resume_window_s > 0 and self._mode is Mode.HANDS_FREE
+        keep = not self.turns.expired(ended.t)
         self._resumable, self._since_end = (turn if keep else None), []
-        return TurnEnded(turn_id=turn.turn_id, t=t, last_voiced_t=last)
+        return ended
 
     def _apply_controls(self, until: float) -> list[Event]:
         events: list[Event] = []
         for t, kind, value in self.gate.take_until(until):
             if kind == "mode":
                 self._resumable, self._since_end = None, []
+                self.turns.forget()
                 if value is not self._mode:
                     if self.in_turn:
-                        events.append(self._end_turn(max(t, self._turn.start_t)))
+                        events.append(self._closed(self.turns.end(t)))
                     self._mode = value
             elif self._mode is not Mode.PUSH_TO_TALK:
                 continue   # presses only matter in push-to-talk mode
             elif kind == "press" and not self.in_turn:
-                events.append(self._start_turn(t, None))
+                started = self.turns.onset(t, silence_ends=False)
+                self._start_turn(started, None)
+                events.append(started)
             elif kind == "release" and self.in_turn:
-                events.append(self._end_turn(max(t, self._turn.start_t)))
+                events.append(self._closed(self.turns.end(t)))
         return events

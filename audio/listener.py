@@ -12,10 +12,10 @@ hears the microphone too, also while the reply starts: voice then reopens the sa
 (TurnResumed) instead of being taken for a barge-in.
 
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
-other way), DraftUpdated (P(end of turn) for the end-of-turn policy), PausedTranscript (a
-steadiness check of it is under way) and PauseRechecked (whether the transcript at a voice pause
-was heard steadily), for the same policy; and the user's controls: TalkPressed / TalkReleased
-(push-to-talk), ModeChanged, MuteChanged.
+other way); PausedTranscript (the turn decoded at a voice pause), DraftUpdated (its P(end of
+turn)) and PauseRechecked (whether it was heard steadily), which go to the turn-taking machine
+(`turn_taking.TurnTaking`, the one owner of the turn's end) as they are; and the user's
+controls: TalkPressed / TalkReleased (push-to-talk), ModeChanged, MuteChanged.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import numpy as np
 from foresay.engine.events import (DraftUpdated, Event, Interrupt, ModeChanged, MuteChanged, PauseRechecked,
                                    PausedTranscript, ReplyHeard, ReplyStarted, SpeechStarted, TalkPressed,
                                    TalkReleased, TurnEnded, UserAudio)
-from foresay.engine.sentences import ends_sentence
 from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock
@@ -50,6 +49,7 @@ class Listener(Stage):
         self.bargein = bargein
         self.echo = echo
         self.adaptive_endpointing = adaptive_endpointing
+        endpointer.turns.use_estimates = adaptive_endpointing  # else transcripts only say what they heard
         self.keep_audio_s = keep_audio_s
         self.onset_margin_s = onset_margin_s
         self.max_hold_s = max_hold_s
@@ -127,15 +127,8 @@ class Listener(Stage):
                 speaking = self.bargein.speaking_since  # already talking as the reply ends
                 self.bargein.disarm()
                 self._release_held(speaking)
-        elif isinstance(event, DraftUpdated) and self.adaptive_endpointing:
-            self.endpointer.estimate(event.p_end_of_turn, event.turn_id, event.revision, event.audio_until_t)
-        elif isinstance(event, PausedTranscript) and self.adaptive_endpointing:
-            if event.text.strip():
-                self.endpointer.sentence_ended(event.turn_id, event.revision, ends_sentence(event.text))
-            if event.rechecking:
-                self.endpointer.rechecking(event.turn_id, event.revision)
-        elif isinstance(event, PauseRechecked) and self.adaptive_endpointing:
-            self.endpointer.heard(event.turn_id, event.revision, event.steady)
+        elif isinstance(event, (PausedTranscript, DraftUpdated, PauseRechecked)):
+            self.endpointer.feed(event)
         elif isinstance(event, TalkPressed):
             self.endpointer.press(event.t)
         elif isinstance(event, TalkReleased):

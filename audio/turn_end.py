@@ -23,8 +23,10 @@
   estimate waits at least `open_sentence_s` (0: off, for a recognizer that writes no punctuation);
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
-  its own probability that the turn has ended (a prosody cue, a small audio turn model). They are
-  combined with the LLM's estimate in log-odds, each with its weight.
+  its own probability that the turn has ended (a prosody cue, a small audio turn model such as
+  Smart Turn). They are combined with the LLM's estimate in log-odds, each with its weight, and
+  never trusted alone: without a current LLM estimate, a cue may lengthen the wait beyond
+  `no_estimate_s` but not shorten it (alone, Smart Turn cuts most pauses inside real requests).
 
 The wait follows the combined probability p: `complete_s` when p >= `complete_p` ("sounds
 finished"), `incomplete_s` when p <= `incomplete_p` ("sounds unfinished"), and in between
@@ -195,7 +197,12 @@ class TurnEndDecision(HangoverPolicy):
         else:
             frac = (_logit(p) - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
             wait, verdict = c.incomplete_s + frac * (c.complete_s - c.incomplete_s), "unsure"
-        if self._fresh():
+        if not self._fresh():
+            # cues without a current LLM estimate may lengthen the wait, never shorten it: an audio
+            # turn model alone ends most pauses inside real requests
+            if wait < c.no_estimate_s:
+                wait, verdict = c.no_estimate_s, "listening"
+        else:
             floors = [(c.unsteady_s, "unclear words", self._revision in self._unsteady),
                       (c.unsteady_s, "checking words", self._revision in self._checking),
                       (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._revision in self._open)]

@@ -32,8 +32,11 @@ class SpeechStarted(Event):
 
 @dataclass(frozen=True)
 class TurnEnded(Event):
-    """End of the user's turn was declared at `t`; the last voiced frame was at `last_voiced_t`."""
+    """End of the user's turn was declared at `t`; the last voiced frame was at `last_voiced_t`.
+    `heard_revision`: the PausedTranscript of this turn that heard every voiced frame of it: it is
+    the final transcript, no decode follows (None: none did, the final is decoded now)."""
     last_voiced_t: float = 0.0
+    heard_revision: int | None = None
 
 
 @dataclass(frozen=True)

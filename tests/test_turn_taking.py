@@ -1,0 +1,218 @@
+"""The turn-taking state machine alone: a sequence of events in, decisions out (no audio, no clock).
+
+Frames are 30 ms; `speak` and `silence` play the endpointer's part (a frame voiced or not), and
+the tests play the pipeline's (a transcript at a pause, its P(end of turn), a check's answer).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from foresay.audio.turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision
+from foresay.audio.turn_taking import TurnTaking, TurnTakingConfig
+from foresay.engine.events import (DraftUpdated, EndOfTurnEstimate, PausedTranscript, PauseRechecked, SpeechStarted,
+                                   TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
+
+F = 0.03
+DECISION = TurnEndConfig(complete_s=0.24, incomplete_s=1.0, no_estimate_s=0.6, unsteady_s=0.8, open_sentence_s=0.9)
+FRAME = np.zeros(480, np.float32)
+
+
+class Run:
+    """Drives a machine frame by frame; `log` collects every decision."""
+
+    def __init__(self, tt: TurnTaking, t: float = 10.0):
+        self.tt, self.t, self.log = tt, t, []
+
+    def frames(self, seconds: float, voiced: bool, on_event=None) -> None:
+        for _ in range(int(round(seconds / F))):
+            if not self.tt.is_open:
+                if voiced:
+                    self.log.append(self.tt.onset(self.t))
+                    self.tt.hear(self.t, FRAME, True)
+                self.t += F
+                continue
+            for e in self.tt.frame(self.t, self.t + F, voiced, FRAME):
+                self.log.append(e)
+                if on_event:
+                    on_event(e)
+            self.t += F
+
+    def of(self, kind):
+        return [e for e in self.log if isinstance(e, kind)]
+
+
+def machine(**config) -> TurnTaking:
+    return TurnTaking(TurnEndDecision(DECISION), TurnTakingConfig(**config))
+
+
+def answer_pauses(tt: TurnTaking, text="Set a timer for ten minutes.", p=0.999, rechecking=False):
+    """At each VoicePaused, the pipeline's work: the whole turn decoded through the pause, then its
+    estimate (revision n for the n-th pause)."""
+    count = [0]
+
+    def on_event(e):
+        if isinstance(e, VoicePaused):
+            count[0] += 1
+            tt.feed(PausedTranscript(e.turn_id, e.t, count[0], text, audio_until_t=e.t, rechecking=rechecking))
+            tt.feed(DraftUpdated(e.turn_id, e.t, count[0], "", 0, p, audio_until_t=e.t))
+    return on_event
+
+
+def test_a_finished_request_ends_at_the_short_wait_and_its_pause_transcript_is_the_final():
+    tt = machine()
+    run = Run(tt)
+    run.frames(1.2, True)
+    last_voiced = run.t
+    run.frames(1.5, False, answer_pauses(tt))
+    [started] = run.of(SpeechStarted)
+    [paused] = run.of(VoicePaused)
+    [end] = run.of(TurnEnded)
+    assert paused.t - paused.last_voiced_t == pytest.approx(0.15, abs=F)
+    assert end.turn_id == started.turn_id and end.last_voiced_t == pytest.approx(last_voiced)
+    assert DECISION.complete_s - 1e-6 <= end.t - end.last_voiced_t < DECISION.complete_s + F
+    assert end.heard_revision == 1          # no decode after the end: the pause's transcript is final
+    assert [e.verdict for e in run.of(EndOfTurnEstimate)][-1] == "sounds finished"
+
+
+def test_a_transcript_that_did_not_hear_the_last_words_is_not_the_final():
+    tt = machine()
+    run = Run(tt)
+    run.frames(1.0, True)
+
+    def stale(e):
+        if isinstance(e, VoicePaused):
+            tt.feed(PausedTranscript(e.turn_id, e.t, 1, "Set a timer", audio_until_t=e.last_voiced_t - 0.2))
+    run.frames(1.5, False, stale)
+    [end] = run.of(TurnEnded)
+    assert end.heard_revision is None
+    assert end.t - end.last_voiced_t == pytest.approx(DECISION.no_estimate_s, abs=F)  # and no estimate counts
+
+
+def test_voice_after_an_early_end_resumes_the_turn_and_later_voice_is_a_new_turn():
+    tt = machine(resume_window_s=1.0, resume_max_gap_s=1.2)
+    run = Run(tt)
+    run.frames(0.9, True)
+    run.frames(0.5, False, answer_pauses(tt, "Set a timer."))     # heard as finished: ended in the pause
+    run.frames(0.6, True)                                         # "ten minutes": the same turn
+    run.frames(1.2, False, answer_pauses(tt))
+    run.frames(2.5 - 1.2, False)
+    run.frames(0.6, True)                                         # 2.5 s later: a new request
+    run.frames(1.2, False, answer_pauses(tt))
+    kinds = [(type(e).__name__, e.turn_id) for e in run.log if isinstance(e, (SpeechStarted, TurnEnded, TurnResumed))]
+    assert kinds == [("SpeechStarted", 1), ("TurnEnded", 1), ("TurnResumed", 1), ("TurnEnded", 1),
+                     ("SpeechStarted", 2), ("TurnEnded", 2)]
+    first_end, resumed = run.of(TurnEnded)[0], run.of(TurnResumed)[0]
+    assert resumed.ended_t == first_end.t
+    # the resumed turn's final is the transcript of its second pause, which heard all of it
+    assert [e.heard_revision for e in run.of(TurnEnded)] == [1, 1, 1]
+
+
+def test_two_requests_are_two_turns_whatever_the_recognizers_latency():
+    """No estimate ever comes in time (a slow recognizer): the end waits `no_estimate_s`; voice
+    2.5 s after the last word is a new turn, and the late estimate of turn 1 changes nothing of turn 2."""
+    tt = machine()
+    run = Run(tt)
+    run.frames(1.0, True)
+    run.frames(2.5, False)
+    tt.feed(DraftUpdated(1, run.t, 1, "", 0, 0.999, audio_until_t=run.t - 2.5))   # turn 1's, late
+    run.frames(1.0, True)
+    tt.feed(DraftUpdated(1, run.t, 2, "", 0, 0.999, audio_until_t=run.t))         # still turn 1's
+    run.frames(1.0, False)
+    assert [(type(e).__name__, e.turn_id) for e in run.log if isinstance(e, (SpeechStarted, TurnEnded, TurnResumed))] \
+        == [("SpeechStarted", 1), ("TurnEnded", 1), ("SpeechStarted", 2), ("TurnEnded", 2)]
+    second = run.of(TurnEnded)[1]
+    assert second.t - second.last_voiced_t == pytest.approx(DECISION.no_estimate_s, abs=F)
+
+
+def test_a_long_silence_ends_the_resume_chance_even_when_the_end_came_late():
+    tt = machine(resume_window_s=1.0, resume_max_gap_s=0.8)
+    run = Run(tt)
+    run.frames(1.0, True)
+    run.frames(0.6 + 0.03, False)   # no estimate: ended at 0.6 s
+    assert run.of(TurnEnded) and tt.resumable(run.t)
+    run.frames(0.3, False)
+    assert not tt.resumable(run.t)  # within 1 s of the end, but 0.93 s after the last word
+    run.frames(0.5, True)
+    assert [e.turn_id for e in run.of(SpeechStarted)] == [1, 2] and not run.of(TurnResumed)
+
+
+def test_voice_in_a_pause_is_reported_and_supersedes_the_pause_transcript():
+    tt = machine()
+    run = Run(tt)
+    run.frames(0.6, True)
+    run.frames(0.3, False, answer_pauses(tt, "Set a timer for", p=0.01))   # sounds unfinished: waits
+    run.frames(0.6, True)
+    run.frames(0.3, False)                   # a second pause, whose transcript never comes
+    run.frames(1.0, False)
+    assert len(run.of(VoicePaused)) == 2 and len(run.of(VoiceResumed)) == 1
+    [end] = run.of(TurnEnded)
+    assert end.heard_revision is None        # the first transcript did not hear the words after it
+
+
+def test_an_unsteady_or_unpunctuated_pause_transcript_waits_longer():
+    for rechecked, text, wait in ((None, "Set a timer for ten minutes.", DECISION.complete_s),
+                                  (False, "Set a timer for ten minutes.", DECISION.unsteady_s),
+                                  (True, "Set a timer for ten minutes.", DECISION.complete_s),
+                                  (None, "Set a timer for", DECISION.open_sentence_s)):
+        tt = machine()
+        run = Run(tt)
+        run.frames(1.0, True)
+        on_pause = answer_pauses(tt, text, rechecking=rechecked is not None)
+
+        def on_event(e):
+            on_pause(e)
+            if isinstance(e, VoicePaused) and rechecked is not None:
+                tt.feed(PauseRechecked(e.turn_id, e.t, 1, steady=rechecked))
+        run.frames(1.5, False, on_event)
+        [end] = run.of(TurnEnded)
+        assert end.t - end.last_voiced_t == pytest.approx(wait, abs=F), (rechecked, text)
+
+
+class ConstantCue(TurnEndCue):
+    def __init__(self, p):
+        self.p = p
+
+    def p_end(self):
+        return self.p
+
+
+def test_an_audio_cue_is_fused_with_the_llm_and_never_ends_a_turn_alone():
+    def wait_with(cue_p, llm_p):
+        tt = TurnTaking(TurnEndDecision(DECISION, cues=(ConstantCue(cue_p),)), TurnTakingConfig())
+        run = Run(tt)
+        run.frames(1.0, True)
+        run.frames(1.5, False, answer_pauses(tt, p=llm_p) if llm_p is not None else None)
+        [end] = run.of(TurnEnded)
+        return end.t - end.last_voiced_t
+
+    assert wait_with(0.9999, None) == pytest.approx(DECISION.no_estimate_s, abs=F)  # alone: not trusted
+    assert wait_with(0.01, None) == pytest.approx(DECISION.incomplete_s, abs=F)     # alone it may lengthen
+    assert wait_with(0.9999, 0.9999) == pytest.approx(DECISION.complete_s, abs=F)
+    assert DECISION.complete_s + 2 * F < wait_with(0.01, 0.9999) < DECISION.incomplete_s  # they disagree
+
+
+def test_push_to_talk_turns_end_only_when_told_and_never_resume():
+    tt = machine()
+    assert isinstance(tt.onset(5.0, silence_ends=False), SpeechStarted)
+    for i in range(40):   # 1.2 s of silence: no end
+        assert not [e for e in tt.frame(5.0 + i * F, 5.0 + (i + 1) * F, False) if isinstance(e, TurnEnded)]
+    end = tt.end(6.5)
+    assert end.t == 6.5 and end.last_voiced_t == 5.0 and tt.end(7.0) is None
+    assert not tt.resumable(6.6)
+    assert isinstance(tt.onset(6.6), SpeechStarted)
+
+
+def test_a_turn_past_its_longest_length_ends_between_words():
+    tt = machine(max_turn_s=1.0)
+    run = Run(tt)
+    run.frames(1.2, True)
+    assert not run.of(TurnEnded)
+    run.frames(0.06, False)
+    [end] = run.of(TurnEnded)
+    assert end.t - 10.0 == pytest.approx(1.23, abs=F)
+    with pytest.raises(ValueError, match="resume_max_gap_s"):
+        TurnTakingConfig(resume_max_gap_s=0)
+    with pytest.raises(ValueError, match="still open"):
+        tt.onset(20.0)
+        tt.onset(21.0)
