@@ -2,6 +2,8 @@
 import asyncio
 import time
 
+import numpy as np
+
 from asr_slow import SlowScripted
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
@@ -183,3 +185,62 @@ def test_a_resumed_turn_keeps_what_it_heard_and_transcribes_the_rest():
     events = _bus_events(backend, script)
     finals = [e.text for e in events if isinstance(e, FinalTranscript)]
     assert finals[0] == "turn the" and finals[-1] == "turn the lights off"
+
+
+def test_a_turn_ending_while_its_pause_decode_runs_takes_that_decode_as_its_final():
+    """A slow recognizer: the end is declared before the pause decode is out. That decode heard
+    every voiced sample, so it is awaited and becomes the final; no decode runs after the end,
+    and a check that would double the real model's cost is not run (the decode was not cheap)."""
+    from foresay.engine.events import PauseRechecked, PausedTranscript, VoicePaused
+    utterance = SyntheticUtterance(WORDS)
+    backend = SlowScripted(utterance, seconds=0.1)
+    audio = utterance.audio()
+    calls = {}
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio))
+        send(VoicePaused(1, len(audio) / SAMPLE_RATE, last_voiced_t=1.0))
+        send(UserAudio(1, len(audio) / SAMPLE_RATE, np.zeros(1600, np.float32)))  # silence after the pause
+        await asyncio.sleep(0.02)
+        calls["at_end"] = len(backend.calls)
+        send(TurnEnded(1, 1.5, last_voiced_t=1.0))
+        await stage.settle()
+        calls["settled"] = len(backend.calls)
+
+    events = _bus_events(backend, script, StreamingConfig(hop_ms=5000, recheck_max_ms=50))
+    finals = [e for e in events if isinstance(e, FinalTranscript)]
+    assert [f.text for f in finals] == ["turn the lights off"]
+    assert calls["settled"] == 1  # the pause decode only
+    assert not any(isinstance(e, (PausedTranscript, PauseRechecked)) for e in events)  # ended before it was out
+
+
+def test_the_turn_end_names_the_pause_transcript_that_is_the_final_and_a_slow_one_is_not_rechecked():
+    from foresay.engine.events import PauseRechecked, PausedTranscript, VoicePaused
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    backend = SlowScripted(utterance, seconds=0.06)
+    counts = {}
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio))
+        send(VoicePaused(1, len(audio) / SAMPLE_RATE, last_voiced_t=1.0))
+        send(UserAudio(1, len(audio) / SAMPLE_RATE, np.zeros(3200, np.float32)))
+        await stage.settle()
+        counts["before"] = len(backend.calls)
+        [paused] = [e for e in events if isinstance(e, PausedTranscript)]
+        # the machine found this transcript heard every voiced frame (its clock runs 10 ms later)
+        send(TurnEnded(1, 1.5, last_voiced_t=paused.audio_until_t + 0.01, heard_revision=paused.revision))
+        await stage.settle()
+        counts["after"] = len(backend.calls)
+
+    stage, send, events = wired(backend, StreamingConfig(hop_ms=5000, recheck_max_ms=50))
+
+    async def main():
+        await script(stage, send)
+        await stage.settle()
+        stage.close()
+    asyncio.run(main())
+    [paused] = [e for e in events if isinstance(e, PausedTranscript)]
+    assert not paused.rechecking and not any(isinstance(e, PauseRechecked) for e in events)
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+    assert counts["after"] == counts["before"]

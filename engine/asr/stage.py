@@ -4,9 +4,16 @@ Model work runs in the stage's worker thread (the transcriber is not thread-safe
 call to it happens there, in order); each decode claims the shared compute gate, so that
 speculative LLM work on the same processor yields to it. Hops are ticks of a fixed cadence; a tick that arrives
 while a hop is still decoding is skipped, and the next hop decodes all audio received in
-between (coalescing), so work never queues up. The final decode always runs, after any hop in
-flight. Ending a turn detaches it at once: audio of the next turn, arriving while the previous
-final still decodes, starts a transcriber of its own and is never mixed into the old one.
+between (coalescing), so work never queues up. Ending a turn detaches it at once: audio of the
+next turn, arriving while the previous final still decodes, starts a transcriber of its own and
+is never mixed into the old one.
+
+The pause decode is the final. At a voice pause (VoicePaused) the whole turn is decoded at once
+(`PausedTranscript`); when the turn then ends without new voice, that transcript is the final:
+the one `TurnEnded.heard_revision` names, or the one still decoding when the end came before it
+(awaited, not decoded again). Only a turn whose last words no pause decode heard is decoded after
+its end. A steadiness check of the pause transcript (`PauseRechecked`) runs only when its decode
+was cheap (`StreamingConfig.recheck_max_ms`): on a real Whisper it would double the wait.
 
 As a pipeline stage it consumes UserAudio (the first block of a turn starts it), TurnEnded
 (the final transcript follows) and TurnClosed (the conversation so far becomes the prompt, so
@@ -17,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -31,6 +40,15 @@ from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, Pa
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Pause:
+    """A pause decode: its transcriber, the task making it, the capture time its audio runs to."""
+    transcriber: StreamingTranscriber
+    task: asyncio.Task
+    until_t: float
+
 
 
 class StreamingAsr(Stage):
@@ -50,8 +68,11 @@ class StreamingAsr(Stage):
         self._pending: list[np.ndarray] = []
         self._hops: asyncio.Task | None = None
         self._context: list[str] = []
-        self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript]] = {}
-        self._finished: tuple[int, StreamingTranscriber] | None = None  # the last turn ended
+        self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript, int]] = {}  # + revision
+        self._pause: _Pause | None = None  # the newest pause decode of the open turn
+        self._fed_samples = 0  # samples of the open turn handed to its transcriber or waiting
+        # the last turn ended: (turn id, transcriber, audio after its pause decode, kept for a resume)
+        self._finished: tuple[int, StreamingTranscriber, np.ndarray] | None = None
         self._paused = False  # the voice paused in the current turn: hops wait
         self._pending_samples = 0
         self._hop_now = False  # much audio waits: the hop loop decodes without waiting for its tick
@@ -74,7 +95,10 @@ class StreamingAsr(Stage):
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
-                self.spawn(self._preview(self._transcriber))
+                transcriber = self._transcriber
+                until = transcriber.start_time + self._fed_samples / SAMPLE_RATE
+                task = self.spawn(self._preview(transcriber, self._take_audio()))
+                self._pause = _Pause(transcriber, task, until)
         elif isinstance(event, VoiceResumed):
             self._paused = False
         elif isinstance(event, TurnEnded):
@@ -83,12 +107,20 @@ class StreamingAsr(Stage):
                 self.emit(FinalTranscript(event.turn_id, event.t, ""))
                 return
             preview = self._previews.pop(event.turn_id, None)
+            pause, self._pause = self._pause, None
             detached = self._detach()
-            if preview is not None and preview[0] is detached[0] and event.last_voiced_t <= preview[1].t + 1e-3:
-                # every voiced sample was in the speculative final: ending the turn costs nothing
+            if preview is not None and preview[0] is detached[0] and (
+                    event.heard_revision == preview[2] or event.last_voiced_t <= preview[1].t + 1e-3):
+                # every voiced sample was in the pause decode: ending the turn costs nothing
                 detached[1].cancel()
-                self._finished = (event.turn_id, detached[0])
+                self._finished = (event.turn_id, detached[0], detached[2])
                 self.emit(preview[1])
+            elif (pause is not None and pause.transcriber is detached[0] and not pause.task.done()
+                    and event.last_voiced_t <= pause.until_t + 1e-3):
+                # the pause decode that heard every voiced sample is still running: it is the final
+                detached[1].cancel()
+                self._finished = (event.turn_id, detached[0], detached[2])
+                self.spawn(self._final_from_pause(pause, event.turn_id))
             else:
                 self._finish_in_background(detached)
         elif isinstance(event, TurnResumed):
@@ -118,14 +150,16 @@ class StreamingAsr(Stage):
         """Begin an utterance whose first sample is at monotonic time `t`."""
         self._transcriber = StreamingTranscriber(self.backend, self.config, turn_id=turn_id,
                                                  start_time=t, history=" ".join(self._context))
-        self._pending, self._pending_samples = [], 0
+        self._pending, self._pending_samples, self._fed_samples = [], 0, 0
         self._paused = False
+        self._pause = None
         self._hops = self.spawn(self._hop_loop(self._transcriber), lasting=True)
 
     def _feed(self, samples: np.ndarray) -> None:
         """Audio of the current turn (on the event loop; copies are cheap)."""
         self._pending.append(np.array(samples, dtype=np.float32, copy=True))
         self._pending_samples += len(samples)
+        self._fed_samples += len(samples)
         if self._pending_samples >= self._catch_up_samples:
             self._hop_now = True  # a decode now, before the window could overflow
 
@@ -141,28 +175,38 @@ class StreamingAsr(Stage):
         return detached
 
     def _finish_in_background(self, detached) -> None:
-        self._finished = (detached[0].turn_id, detached[0])
+        self._finished = (detached[0].turn_id, detached[0], np.zeros(0, np.float32))
         self.spawn(self._final_or_report(detached))
 
-    async def _preview(self, transcriber: StreamingTranscriber) -> None:
+    async def _preview(self, transcriber: StreamingTranscriber, audio: np.ndarray) -> FinalTranscript:
         """The voice paused: decode all audio so far as the final would, at once (not on the
         next tick), and offer it as a complete partial so PredGen verifies the final prompt
-        while the silence lasts."""
-        audio = self._take_audio()
-
+        while the silence lasts. Returns it (the final, if the turn ends before it is out)."""
         def work() -> tuple[FinalTranscript, int, bool]:
+            started = time.perf_counter()
             transcriber.append(audio)
             final = transcriber.preview_final()
+            cheap = 1000 * (time.perf_counter() - started) <= self.config.recheck_max_ms
             transcriber.revision += 1  # later partials supersede it
-            return final, transcriber.revision, transcriber.recheck_due()
+            return final, transcriber.revision, cheap and transcriber.recheck_due()
 
         final, revision, rechecking = await self._decode(work)
         if self._transcriber is transcriber:  # still this turn's, still open
-            self._previews = {transcriber.turn_id: (transcriber, final)}
+            self._previews = {transcriber.turn_id: (transcriber, final, revision)}
             self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
                                        rechecking=rechecking))
             if rechecking:
                 await self._recheck(transcriber, final, revision)
+        return final
+
+    async def _final_from_pause(self, pause: _Pause, turn_id: int) -> None:
+        try:
+            final = await asyncio.shield(pause.task)
+        except Exception as exc:  # the decode failed: the turn still ends, said why
+            self._report(pause.transcriber, f"speech recognition failed: {exc}")
+            return
+        if self._transcriber is not pause.transcriber:  # not resumed meanwhile
+            self.emit(final)
 
     async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
         """After the paused transcript went out (PredGen verifies it meanwhile): was its last word
@@ -176,9 +220,10 @@ class StreamingAsr(Stage):
         """The turn declared ended goes on: its transcriber (with all it heard) listens again."""
         if self._finished is None or self._finished[0] != event.turn_id or self._transcriber is not None:
             return
-        transcriber = self._finished[1]
+        _, transcriber, after_pause = self._finished
         self._finished = None
         self._transcriber, self._paused = transcriber, False
+        self._pending, self._pending_samples = [after_pause], len(after_pause)  # heard since its pause decode
         self._hops = self.spawn(self._hop_loop(transcriber), lasting=True)
 
     async def _final_or_report(self, detached) -> None:

@@ -78,6 +78,9 @@ class StreamingConfig:
     # a word that changes both times counts as not heard steadily.
     recheck_ms: int = 10
     recheck_again_ms: int = 15
+    # The check runs only after a pause decode that took at most this long: on the demo Whisper
+    # (a few ms) it is free; on a real Whisper it would double the wait at every pause.
+    recheck_max_ms: float = 50.0
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -98,6 +101,8 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"min_segment_s must be in 0.1..10, got {self.min_segment_s}")
         if self.segment_s and not self.min_segment_s < self.segment_s <= 29.0:
             raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
+        if self.recheck_max_ms < 0:
+            raise InvalidAsrConfig(f"recheck_max_ms must not be negative, got {self.recheck_max_ms}")
         for name in ("recheck_ms", "recheck_again_ms"):
             if not 0 <= getattr(self, name) <= 200:
                 raise InvalidAsrConfig(f"{name} must be in 0..200 (0: off), got {getattr(self, name)}")
