@@ -90,7 +90,7 @@ class Pipeline:
             await self.sink.close()
 
     async def settle(self) -> None:
-        """Wait until every turn that ended has been answered (or merged, or failed), and every
+        """Wait until every turn that ended has been answered (or left unanswered, or failed), and every
         stage has finished the work it took on."""
         await self._all_closed.wait()
         for stage in self.stages:

@@ -2,7 +2,7 @@
 
 `TurnLog` watches a turn's events go by, stamps them with the one monotonic clock, and when
 the turn closes emits `TurnMetrics` with the figures `foresay replay --metrics` writes. Turns
-that were never answered on their own (empty, merged into the next turn) get no record.
+that were never answered (empty, or unanswered: the user began a new request first) get no record.
 `HistoryWriter` enters each closed turn into the saved conversation, and starts a new one when
 the user asks (`NewConversation`).
 """
@@ -18,7 +18,7 @@ from foresay.engine.stage import Stage
 
 METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
                 "ttfs_ms", "nfetfs", "tts_first_chunk_ms", "audio_latency_ms", "voice_to_voice_ms")
-UNANSWERED = ("empty", "merged")
+UNANSWERED = ("empty", "unanswered")
 
 
 @dataclass
@@ -98,7 +98,7 @@ class TurnLog(Stage):
 
 
 class HistoryWriter(Stage):
-    """Saves every answered turn (the reply as far as it was heard) to the conversation file."""
+    """Saves every request (its reply as far as it was heard) to the conversation file."""
     consumes = (TurnClosed, NewConversation)
     name = "history"
 
@@ -110,5 +110,5 @@ class HistoryWriter(Stage):
         from foresay.app.history import HistoryTurn
         if isinstance(event, NewConversation):
             self.history.new_conversation()
-        elif event.outcome not in (*UNANSWERED, "failed"):
+        elif event.outcome not in ("empty", "failed"):  # an unanswered request is kept too
             self.history.append(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))

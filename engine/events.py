@@ -163,8 +163,7 @@ class SentenceReady(Event):
 @dataclass(frozen=True)
 class ReplyDone(Event):
     """The reply is complete as text (no more SentenceReady for this turn). `outcome` is
-    accepted | partial | rejected | baseline, or empty (nothing to answer), merged (the user went
-    on speaking before it was heard: the words join the next turn) or failed."""
+    accepted | partial | rejected | baseline, or empty (nothing to answer) or failed."""
     text: str = ""
     outcome: str = ""
     ttfs: float | None = None    # final transcript -> first sentence fixed, seconds
@@ -174,8 +173,9 @@ class ReplyDone(Event):
 @dataclass(frozen=True)
 class TurnClosed(Event):
     """The last word on a turn: what entered the conversation history (`reply_text` as far as
-    it was heard). Every turn that ended gets exactly one; an `outcome` of empty, merged or
-    failed enters nothing into the history."""
+    it was heard). Every turn that ended gets exactly one; an `outcome` of empty or failed enters
+    nothing into the history, and unanswered (a new request began before this one was answered)
+    enters the request without a reply."""
     user_text: str = ""
     reply_text: str = ""
     interrupted: bool = False

@@ -86,7 +86,7 @@ class FakeSpeaker(Stage):
         super().__init__(emit)
 
     def handle(self, event):
-        if event.outcome not in ("empty", "merged", "failed"):
+        if event.outcome not in ("empty", "failed"):
             self.emit(ReplyHeard(event.turn_id, 0.0))
 
 
@@ -120,9 +120,10 @@ def test_the_listener_hands_the_decision_the_estimate_how_steadily_and_how_it_wa
     assert policy.view().verdict == "sounds finished"
 
 
-def test_a_final_transcript_after_the_next_turn_began_joins_that_turn(tiny_lm):
-    """Turn 1's final transcript arrives after the user already started turn 2 (a slow
-    recognizer, a short pause): its words are not dropped, they open turn 2's message."""
+def test_a_final_transcript_after_the_next_turn_began_is_its_own_request_and_no_word_is_lost(tiny_lm):
+    """Turn 1's final transcript arrives after the user already started turn 2 (a slow recognizer;
+    a new turn is the turn-taking machine's decision, taken after a real gap): turn 1 is not
+    answered, its words enter the history as a request of their own, and turn 2 is answered alone."""
     seen: list[Event] = []
     bus = EventBus(observers=[seen.append])
     conv = Conversation(tiny_lm)
@@ -134,11 +135,11 @@ def test_a_final_transcript_after_the_next_turn_began_joins_that_turn(tiny_lm):
         bus.emit(SpeechStarted(1, 0.0))
         bus.emit(PartialTranscript(1, 0.5, 1, "set a timer", "for"))
         bus.emit(TurnEnded(1, 1.0))
-        bus.emit(SpeechStarted(2, 1.2))
-        bus.emit(FinalTranscript(1, 1.3, "set a timer for"))
-        bus.emit(PartialTranscript(2, 1.5, 1, "ten", "minutes"))
-        bus.emit(TurnEnded(2, 2.0))
-        bus.emit(FinalTranscript(2, 2.1, "ten minutes"))
+        bus.emit(SpeechStarted(2, 3.5))
+        bus.emit(FinalTranscript(1, 3.6, "set a timer for ten minutes"))
+        bus.emit(PartialTranscript(2, 4.0, 1, "what time", "is it"))
+        bus.emit(TurnEnded(2, 4.5))
+        bus.emit(FinalTranscript(2, 4.6, "what time is it"))
         while not any(isinstance(e, TurnClosed) and e.turn_id == 2 for e in seen):
             await stage.settle()
             await asyncio.sleep(0.01)
@@ -146,10 +147,45 @@ def test_a_final_transcript_after_the_next_turn_began_joins_that_turn(tiny_lm):
 
     asyncio.run(main())
     closed = {e.turn_id: e for e in seen if isinstance(e, TurnClosed)}
-    assert closed[1].outcome == "merged" and closed[1].reply_text == ""
-    assert closed[2].user_text == "set a timer for ten minutes" and closed[2].reply_text
-    assert [m["content"] for m in conv.messages if m["role"] == "user"] == ["set a timer for ten minutes"]
-    assert not any(isinstance(e, ReplyDone) and e.turn_id == 1 and e.outcome not in ("merged",) for e in seen)
+    assert closed[1].outcome == "unanswered" and closed[1].user_text == "set a timer for ten minutes"
+    assert closed[1].reply_text == ""
+    assert closed[2].user_text == "what time is it" and closed[2].reply_text
+    assert [m["content"] for m in conv.messages if m["role"] == "user"] == ["set a timer for ten minutes",
+                                                                             "what time is it"]
+    assert not any(isinstance(e, ReplyDone) and e.turn_id == 1 for e in seen)
+
+
+def test_a_reply_not_yet_heard_when_a_new_request_begins_stops_and_both_requests_stay(tiny_lm):
+    """The reply to turn 1 is being made (not heard yet) when the user starts turn 2: it stops,
+    turn 1's request enters the history without its unheard reply, and turn 2 is answered alone."""
+    seen: list[Event] = []
+    bus = EventBus(observers=[seen.append])
+    conv = Conversation(tiny_lm)
+    stage = PredGenStage(conv, bus.emit, PredGenConfig(max_new_tokens=8))
+    bus.connect(stage)
+
+    async def main():
+        bus.emit(SpeechStarted(1, 0.0))
+        bus.emit(TurnEnded(1, 1.0))
+        bus.emit(FinalTranscript(1, 1.0, "set a timer for ten minutes"))
+        await asyncio.sleep(0)
+        bus.emit(SpeechStarted(2, 3.5))   # no speaker: the reply to turn 1 never started playing
+        bus.emit(TurnEnded(2, 4.5))
+        bus.emit(FinalTranscript(2, 4.6, "what time is it"))
+        while not any(isinstance(e, TurnClosed) and e.turn_id == 2 for e in seen):
+            await stage.settle()
+            await asyncio.sleep(0.01)
+            if any(isinstance(e, ReplyDone) and e.turn_id == 2 for e in seen):
+                bus.emit(ReplyHeard(2, 5.0))
+        stage.close()
+
+    asyncio.run(main())
+    closed = {e.turn_id: e for e in seen if isinstance(e, TurnClosed)}
+    assert closed[1].interrupted and closed[1].user_text == "set a timer for ten minutes"
+    assert closed[1].reply_text == ""
+    assert closed[2].user_text == "what time is it"
+    assert [m["content"] for m in conv.messages if m["role"] == "user"] == ["set a timer for ten minutes",
+                                                                             "what time is it"]
 
 
 def test_every_turn_closes_exactly_once_even_when_there_is_nothing_to_answer(tiny_lm):
@@ -195,7 +231,7 @@ class HeldSpeaker(Stage):
         self.done = []
 
     def handle(self, event):
-        if event.outcome not in ("empty", "merged", "failed"):
+        if event.outcome not in ("empty", "failed"):
             self.emit(ReplyStarted(event.turn_id, 0.0))
             self.done.append(event)
 

@@ -26,8 +26,7 @@ import numpy as np
 
 from foresay.app.bench.turn_records import Observed
 from foresay.app.config import Settings
-from foresay.engine.events import SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
-from foresay.engine.sentences import ends_sentence
+from foresay.engine.events import PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
 
 BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
 
@@ -73,7 +72,7 @@ class PausedTurnDriver:
         x = np.concatenate([samples.astype(np.float32), pad])
         for i in range(0, len(x), BLOCK):
             block = AudioBlock(x[i:i + BLOCK], t0 + i / SAMPLE_RATE)
-            self._apply_due(policy, block.t)
+            self._apply_due(ep.turns, block.t)
             for event in ep.push(block):
                 self._on_event(event, ep, obs, t0)
             self._feed(ep)
@@ -83,18 +82,18 @@ class PausedTurnDriver:
 
     # --- the silence's work ---------------------------------------------------------------------
 
-    def _apply_due(self, policy, t: float) -> None:
+    def _apply_due(self, turns, t: float) -> None:
+        """What the pipeline learned, handed to the turn-taking machine when it would arrive."""
         due = [u for u in self._pending if u[0] <= t]
         self._pending = [u for u in self._pending if u[0] > t]
         for _, kind, turn_id, revision, value, heard in due:
-            if kind == "rechecking":
-                policy.rechecking(turn_id, revision)
+            if kind == "paused":
+                text, rechecking = value
+                turns.paused_transcript(turn_id, revision, text, heard, rechecking)
             elif kind == "heard":
-                policy.heard(turn_id, revision, value)
-            elif kind == "sentence":
-                policy.sentence_ended(turn_id, revision, value)
+                turns.feed(PauseRechecked(turn_id, t, revision, value))
             else:
-                policy.update(value, turn_id, revision=revision, audio_until_t=heard)
+                turns.estimate(value, turn_id, revision, heard)
 
     def _feed(self, ep, force: bool = False) -> None:
         state = self._state
@@ -129,17 +128,17 @@ class PausedTurnDriver:
             spent = time.perf_counter() - started
             self.speculative_ms.append(1000 * spent)
             rechecked = time.perf_counter()
-            steady = state["asr"].preview_steadiness()  # live, on the recognizer's thread beside the verification
+            cheap = 1000 * (previewed - started) <= self.settings.streaming.recheck_max_ms  # as the ASR stage decides
+            steady = state["asr"].preview_steadiness() if cheap else None  # live: beside the verification
             recheck = previewed - started + time.perf_counter() - rechecked
             self.recheck_ms.append(1000 * recheck)
             delay, recheck = (spent, recheck) if self.estimate_s is None else (self.estimate_s, self.estimate_s)
             revision = state["revision"]
             told = previewed - started if self.estimate_s is None else 0.0
-            if final.text.strip():  # the paused transcript's sentence end, as the listener tells it
-                self._pending.append((event.t + told, "sentence", event.turn_id, revision, ends_sentence(final.text),
-                                      final.t))
-            if steady is not None:  # the paused transcript says a check follows, as the ASR stage's does
-                self._pending.append((event.t + told, "rechecking", event.turn_id, revision, None, final.t))
+            # the paused transcript, as the ASR stage sends it (it says whether a check follows)
+            self._pending.append((event.t + told, "paused", event.turn_id, revision, (final.text, steady is not None),
+                                  final.t))
+            if steady is not None:
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
             if p is not None:
                 self._pending.append((event.t + delay, "estimate", event.turn_id, revision, p, final.t))

@@ -8,9 +8,12 @@ and `TurnClosed` says what entered. All model work runs on the stage's worker th
 no model is touched on the event loop. Speculation yields to urgent work on the shared compute
 gate (an ASR decode): it stops extending its draft, and the next partial resumes it.
 
-Nothing the user said is dropped: a turn whose reply was not yet heard when the user started
-speaking again (or whose final transcript arrives after the next turn began) is not answered
-on its own; its words are carried into the next turn's prompt (outcome "merged").
+Two requests are two turns, and nothing the user said is dropped. Whether new voice goes on
+with a turn (`TurnResumed`: the reply stops, the same turn speculates again) or starts a new one
+(`SpeechStarted`) is the turn-taking machine's decision, not this stage's. A new turn closes the
+earlier one: its reply is interrupted if the user has not heard any of it yet (the request and
+the reply as far as heard enter the history), and a request whose final transcript comes only
+after the next turn began is not answered; its words enter the history (outcome "unanswered").
 """
 from __future__ import annotations
 
@@ -66,10 +69,10 @@ class PredGenStage(Stage):
         self._speculation: asyncio.Task | None = None
         self._reply: asyncio.Task | None = None
         self._reply_turn: int | None = None   # the turn being answered, until it is closed
-        self._reply_text = ""                 # what it answers (carried words included)
+        self._reply_text = ""                 # what it answers
+        self._answering: PredGenTurn | None = None  # its state once finalized
         self._heard_from: set[int] = set()    # turns whose reply reached playback
         self._latest_turn = 0                 # newest turn the user started
-        self._carried = ""                    # words of superseded turns, for the next prompt
         self._restart: int | None = None      # a resumed turn: its state is rebuilt before use
         self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
 
@@ -80,7 +83,7 @@ class PredGenStage(Stage):
             self._latest_turn = max(self._latest_turn, event.turn_id)
             if self._reply_turn is not None and self._reply_turn < event.turn_id \
                     and self._reply_turn not in self._heard_from:
-                self.emit(Interrupt(self._reply_turn, event.t))  # not heard yet: the words carry over
+                self.emit(Interrupt(self._reply_turn, event.t))  # a new request: the unheard reply stops
         elif isinstance(event, (PartialTranscript, PausedTranscript)):
             self._on_partial(event)
         elif isinstance(event, FinalTranscript):
@@ -96,7 +99,6 @@ class PredGenStage(Stage):
         elif isinstance(event, TurnResumed):
             self._resume(event)
         elif isinstance(event, NewConversation):  # history gone (the system prompt's cache is kept)
-            self._carried = ""
             self.spawn(self.run_in_worker(self.conv.reset))
 
     async def start(self) -> None:
@@ -122,9 +124,6 @@ class PredGenStage(Stage):
                                     clock=self.clock, turn_id=turn_id)
         return self.turn
 
-    def _prompt_text(self, text: str) -> str:
-        return " ".join(s for s in (self._carried, text) if s.strip())
-
     def _on_partial(self, event: PartialTranscript | PausedTranscript) -> None:
         if not self.speculate or event.turn_id < self._latest_turn:
             return
@@ -143,8 +142,7 @@ class PredGenStage(Stage):
             should_stop = self.gate.should_yield if self.gate is not None else None
 
             def update():
-                return self._turn_for(event.turn_id).update(self._prompt_text(text), event.revision,
-                                                            should_stop=should_stop)
+                return self._turn_for(event.turn_id).update(text, event.revision, should_stop=should_stop)
             if self._unspeculated == event.turn_id:
                 continue
             try:
@@ -168,17 +166,15 @@ class PredGenStage(Stage):
     # --- the reply ------------------------------------------------------------------------------
 
     async def _answer(self, final: FinalTranscript) -> None:
-        turn_id = final.turn_id
-        if turn_id < self._latest_turn:  # the user went on speaking: the words join the next turn
-            self._carried = self._prompt_text(final.text)
-            self._emit_closed(turn_id, "merged", final.text)
+        turn_id, text = final.turn_id, " ".join(final.text.split())
+        if turn_id < self._latest_turn and text:  # a newer request began: this one is not answered
+            await self._enter_unanswered(turn_id, text)
             return
-        text = self._prompt_text(final.text)
         if not text.strip():
             self.emit(ReplyDone(turn_id, self.clock(), "", "empty"))
             self._emit_closed(turn_id, "empty", "")
             return
-        self._reply_turn, self._reply_text = turn_id, text
+        self._reply_turn, self._reply_text, self._answering = turn_id, text, None
         self._reply = asyncio.current_task()
         try:
             await self._reply_to(FinalTranscript(turn_id, final.t, text))
@@ -206,11 +202,11 @@ class PredGenStage(Stage):
         def finalize():
             if self._unspeculated == event.turn_id:  # its state may be half-made: start it afresh
                 self.turn = None
-            return self._turn_for(event.turn_id).finalize(
-                event.text, arrived_at=arrived_at,
-                baseline=not self.speculate or self._unspeculated == event.turn_id)
-        record = await self.run_in_worker(finalize)
-        turn = self.turn
+            turn = self._turn_for(event.turn_id)
+            return turn, turn.finalize(event.text, arrived_at=arrived_at,
+                                       baseline=not self.speculate or self._unspeculated == event.turn_id)
+        turn, record = await self.run_in_worker(finalize)
+        self._answering = turn  # the next turn's speculation may take `self.turn` meanwhile
         if turn.sentences:
             first = turn.sentences[0]
             self.emit(SentenceReady(event.turn_id, self.clock(), 0, first.text, first.start))
@@ -238,13 +234,8 @@ class PredGenStage(Stage):
             return
         if self._reply is not None and not self._reply.done():
             self._reply.cancel()
-        if turn_id not in self._heard_from:  # nothing reached the user
-            if self._latest_turn > turn_id:
-                self._carried = self._reply_text  # it already holds the words carried before
-                self._reply_turn = None
-                self._emit_closed(turn_id, "merged", "")
-            else:
-                self.spawn(self._close(turn_id, 0, True))
+        if turn_id not in self._heard_from:  # nothing reached the user: its request and no reply enter the history
+            self.spawn(self._close(turn_id, 0, True))
 
     async def _close(self, turn_id: int, heard_chars: int | None, interrupted: bool) -> None:
         """Enter the turn into the history, the reply as far as it was heard."""
@@ -253,14 +244,24 @@ class PredGenStage(Stage):
         self._reply_turn = None
         if self._reply is not None and not self._reply.done():
             await asyncio.gather(self._reply, return_exceptions=True)
-        turn = self.turn
+        turn = self._answering
         if turn is None or turn.turn_id != turn_id or turn.record is None:
-            self._emit_closed(turn_id, "failed", "")
+            if interrupted and self._reply_text:  # stopped before its reply was made
+                await self._enter_unanswered(turn_id, self._reply_text)
+            else:
+                self._emit_closed(turn_id, "failed", "")
             return
         reply = await asyncio.shield(self.run_in_worker(turn.commit, heard_chars))
-        self._carried = ""
         self.emit(TurnClosed(turn_id, self.clock(), turn.prompt.user_text, reply, interrupted,
                              turn.record.outcome))
+
+    async def _enter_unanswered(self, turn_id: int, text: str) -> None:
+        """A request the user followed with a new one before it was answered: its words enter the
+        history (the next reply knows them), without a reply."""
+        def enter() -> None:
+            self.conv.commit_turn(self.conv.prompt(text), [])
+        await asyncio.shield(self.run_in_worker(enter))
+        self.emit(TurnClosed(turn_id, self.clock(), text, "", True, "unanswered"))
 
     def _emit_closed(self, turn_id: int, outcome: str, user_text: str) -> None:
         self.emit(TurnClosed(turn_id, self.clock(), user_text, "", False, outcome))

@@ -23,7 +23,7 @@ from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
 
-SILENT_OUTCOMES = ("empty", "merged", "failed")  # replies that are not spoken
+SILENT_OUTCOMES = ("empty", "failed")  # replies that are not spoken
 
 
 class _Reply:
