@@ -244,3 +244,24 @@ def test_the_turn_end_names_the_pause_transcript_that_is_the_final_and_a_slow_on
     assert not paused.rechecking and not any(isinstance(e, PauseRechecked) for e in events)
     assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
     assert counts["after"] == counts["before"]
+
+
+def test_a_pause_decode_not_begun_when_the_voice_comes_back_is_skipped_and_loses_nothing():
+    from foresay.engine.events import PausedTranscript, VoicePaused, VoiceResumed
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    cut = int(utterance.timeline()[2][0])  # "turn the" | "lights off"
+    backend = ScriptedBackend(utterance)
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio[:cut]))
+        send(VoicePaused(1, cut / SAMPLE_RATE, last_voiced_t=0.5))
+        send(VoiceResumed(1, cut / SAMPLE_RATE))   # before the worker took the pause decode
+        send(UserAudio(1, cut / SAMPLE_RATE, audio[cut:]))
+        await stage.settle()
+        send(TurnEnded(1, 3.0, last_voiced_t=2.5))
+
+    events = _bus_events(backend, script, StreamingConfig(hop_ms=5000))
+    assert not any(isinstance(e, PausedTranscript) for e in events)
+    assert len(backend.calls) == 1   # the final only
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]

@@ -26,3 +26,4 @@ class Observed:
     resumed: list[tuple[int, float]] = field(default_factory=list)
     finals: list[tuple[int, str]] = field(default_factory=list)
     metrics: dict[int, dict] = field(default_factory=dict)
+    outcomes: dict[int, str] = field(default_factory=dict)   # TurnClosed.outcome per turn

@@ -8,6 +8,9 @@ audio overlaps most.
 
 - premature cut-off: an end declared (`TurnEnded.t`) before the truth `end_s` of its turn, also
   one the user then resumed; `premature_recovered` counts those followed by `TurnResumed`.
+- merged requests: truth turns whose end went by undeclared, so that one found turn (its voice
+  from start to last voiced frame) covers them and the next (counted once per extra truth turn).
+- unanswered: turns closed without a reply because the user began a new request first.
 - endpoint delay: the turn's last declared end minus the truth `end_s`.
 - voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
   measured from the last voiced frame; the difference is added back).
@@ -32,7 +35,7 @@ from foresay.app.commands import replay
 from foresay.app.bench.turn_records import Observed, Recording, TruthTurn
 from foresay.app.config import Settings
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (Event, FinalTranscript, SpeechStarted, TurnEnded, TurnMetrics,
+from foresay.engine.events import (Event, FinalTranscript, SpeechStarted, TurnClosed, TurnEnded, TurnMetrics,
                                    TurnResumed)
 
 
@@ -73,7 +76,7 @@ class Collector:
         self.seen: list[Event] = []
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, (SpeechStarted, TurnEnded, TurnResumed, FinalTranscript, TurnMetrics)):
+        if isinstance(event, (SpeechStarted, TurnEnded, TurnResumed, FinalTranscript, TurnMetrics, TurnClosed)):
             self.seen.append(event)
 
     def observed(self) -> Observed:
@@ -91,6 +94,8 @@ class Collector:
                 out.finals.append((e.turn_id, e.text))
             elif isinstance(e, TurnMetrics):
                 out.metrics[e.turn_id] = dict(e.values)
+            elif isinstance(e, TurnClosed):
+                out.outcomes[e.turn_id] = e.outcome
         return out
 
 
@@ -112,7 +117,7 @@ def _stats(values: list[float]) -> dict:
 
 def score(recordings: list[Recording], observed: list[Observed]) -> dict:
     """The set's figures (see the module docstring) from what each replay did."""
-    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "edits": 0, "words": 0}
+    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "merged": 0, "edits": 0, "words": 0}
     delays, finals_ms, v2v, details = [], [], [], []
     for rec, obs in zip(recordings, observed):
         last_end = {}
@@ -127,6 +132,7 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
             best = int(np.argmax(overlaps))
             if overlaps[best] > 0:
                 owner[turn_id] = best
+            totals["merged"] += max(0, sum(o > 0 for o in overlaps) - 1)
         resumed_after = {(turn_id, t) for turn_id, t in obs.resumed}
         for turn_id, t, _ in obs.ends:
             if turn_id in owner and t < rec.turns[owner[turn_id]].end_s:
@@ -157,8 +163,9 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
                         "heard": [last_final[tid] for tid in sorted(last_final)]})
     return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
             "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],
-            "resumed": totals["resumed"], "endpoint_delay_ms": _stats(delays), "asr_final_ms": _stats(finals_ms),
-            "voice_to_voice_ms": _stats(v2v),
+            "resumed": totals["resumed"], "merged_requests": totals["merged"], "endpoint_delay_ms": _stats(delays),
+            "asr_final_ms": _stats(finals_ms), "voice_to_voice_ms": _stats(v2v),
+            "unanswered": sum(outcome == "unanswered" for obs in observed for outcome in obs.outcomes.values()),
             "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None,
             "recordings": details}
 
@@ -200,20 +207,47 @@ def bench_decision(settings: Settings, recordings: list[Recording], progress=Non
     return report, observed
 
 
+SUMMARY = (("wer", "WER"), ("endpoint_delay_ms", "endpoint ms"), ("premature_cutoffs", "cut-offs"),
+           ("premature_recovered", "resumed"), ("merged_requests", "merged"), ("unanswered", "unanswered"),
+           ("asr_final_ms", "ASR final ms"), ("voice_to_voice_ms", "voice-to-voice ms"))
+
+
+def summary_line(name: str, report: dict) -> str:
+    """One set's figures on one line (median/p90 for times)."""
+    cells = []
+    for key, label in SUMMARY:
+        value = report.get(key)
+        if isinstance(value, dict):
+            value = "-" if value["median"] is None else f"{value['median']:.0f}/{value['p90']:.0f}"
+        cells.append(f"{label} {'-' if value is None else value}")
+    return f"{name}: {report['turns_found']}/{report['turns_expected']} turns; " + ", ".join(cells)
+
+
 def run_bench_turns(args) -> int:
     settings = settings_from(args)
-    recordings = read_set(Path(args.truth_set))
+    sets = {str(path): read_set(Path(path)) for path in args.truth_set}
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    if args.decision_only:
-        estimate = None if args.estimate_ms is None else args.estimate_ms / 1000
-        report, _ = bench_decision(settings, recordings, progress, estimate)
-    else:
-        report, _ = asyncio.run(bench(settings, recordings, realtime=not args.fast, progress=progress))
-    if args.fast and not args.decision_only:
+    per_set, everything = {}, ([], [])
+    for name, recordings in sets.items():
+        if args.decision_only:
+            estimate = None if args.estimate_ms is None else args.estimate_ms / 1000
+            report, observed = bench_decision(settings, recordings, progress, estimate)
+        else:
+            report, observed = asyncio.run(bench(settings, recordings, realtime=not args.fast, progress=progress))
+        if args.fast and not args.decision_only:
+            report.update(asr_final_ms=_stats([]), voice_to_voice_ms=_stats([]))
+        per_set[name] = report
+        everything[0].extend(recordings)
+        everything[1].extend(observed)
+    report = per_set[next(iter(per_set))] if len(per_set) == 1 else score(*everything)
+    if len(per_set) > 1 and (args.fast or args.decision_only):
         report.update(asr_final_ms=_stats([]), voice_to_voice_ms=_stats([]))
-    report = {"set": str(args.truth_set), "profile": settings.app.profile,
-              "mode": "decision-only" if args.decision_only else "paced" if not args.fast else "unpaced", **report}
+    report = {"set": ", ".join(per_set), "profile": settings.app.profile,
+              "mode": "decision-only" if args.decision_only else "paced" if not args.fast else "unpaced", **report,
+              "sets": {name: {k: v for k, v in r.items() if k != "recordings"} for name, r in per_set.items()}}
     print(json.dumps(report, indent=2))
+    for name, r in per_set.items():
+        print(summary_line(name, r), file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
@@ -221,8 +255,9 @@ def run_bench_turns(args) -> int:
 
 def register(benches) -> None:
     p = benches.add_parser("turns", help="turn-taking against a truth set: cut-offs, resumed turns, delays")
-    p.add_argument("truth_set", metavar="SET.jsonl", help='one line per recording: {"audio": "x.wav", "turns": '
-                   '[{"start_s": .., "end_s": .., "text": ".."}]}, paths relative to the file')
+    p.add_argument("truth_set", metavar="SET.jsonl", nargs="+",
+                   help='one line per recording: {"audio": "x.wav", "turns": [{"start_s": .., "end_s": .., '
+                        '"text": ".."}]}, paths relative to the file; several sets are reported each and together')
     p.add_argument("--fast", action="store_true",
                    help="do not pace the recordings in real time (the times then mean little)")
     p.add_argument("--decision-only", action="store_true",

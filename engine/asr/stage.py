@@ -42,12 +42,14 @@ from foresay.engine.stage import Stage
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Pause:
-    """A pause decode: its transcriber, the task making it, the capture time its audio runs to."""
+    """A pause decode: its transcriber, the task making it, the capture time its audio runs to;
+    `stale` once voice came back (a decode not started by then is skipped)."""
     transcriber: StreamingTranscriber
-    task: asyncio.Task
-    until_t: float
+    task: asyncio.Task | None = None
+    until_t: float = 0.0
+    stale: bool = False
 
 
 
@@ -96,11 +98,13 @@ class StreamingAsr(Stage):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
                 transcriber = self._transcriber
-                until = transcriber.start_time + self._fed_samples / SAMPLE_RATE
-                task = self.spawn(self._preview(transcriber, self._take_audio()))
-                self._pause = _Pause(transcriber, task, until)
+                pause = _Pause(transcriber, until_t=transcriber.start_time + self._fed_samples / SAMPLE_RATE)
+                pause.task = self.spawn(self._preview(pause, self._take_audio()))
+                self._pause = pause
         elif isinstance(event, VoiceResumed):
             self._paused = False
+            if self._pause is not None:
+                self._pause.stale = True  # the words go on: a pause decode not yet begun is not needed
         elif isinstance(event, TurnEnded):
             if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
                 # no audio ever reached this turn: its final transcript is empty, said at once
@@ -178,19 +182,27 @@ class StreamingAsr(Stage):
         self._finished = (detached[0].turn_id, detached[0], np.zeros(0, np.float32))
         self.spawn(self._final_or_report(detached))
 
-    async def _preview(self, transcriber: StreamingTranscriber, audio: np.ndarray) -> FinalTranscript:
+    async def _preview(self, pause: _Pause, audio: np.ndarray) -> FinalTranscript | None:
         """The voice paused: decode all audio so far as the final would, at once (not on the
         next tick), and offer it as a complete partial so PredGen verifies the final prompt
-        while the silence lasts. Returns it (the final, if the turn ends before it is out)."""
-        def work() -> tuple[FinalTranscript, int, bool]:
+        while the silence lasts. Returns it (the final, if the turn ends before it is out), or
+        None when the voice came back before the decode began (the audio is kept, not decoded)."""
+        transcriber = pause.transcriber
+
+        def work() -> tuple[FinalTranscript, int, bool] | None:
             started = time.perf_counter()
             transcriber.append(audio)
+            if pause.stale and self._transcriber is transcriber:
+                return None
             final = transcriber.preview_final()
             cheap = 1000 * (time.perf_counter() - started) <= self.config.recheck_max_ms
             transcriber.revision += 1  # later partials supersede it
             return final, transcriber.revision, cheap and transcriber.recheck_due()
 
-        final, revision, rechecking = await self._decode(work)
+        decoded = await self._decode(work)
+        if decoded is None:
+            return None
+        final, revision, rechecking = decoded
         if self._transcriber is transcriber:  # still this turn's, still open
             self._previews = {transcriber.turn_id: (transcriber, final, revision)}
             self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
@@ -206,7 +218,7 @@ class StreamingAsr(Stage):
             self._report(pause.transcriber, f"speech recognition failed: {exc}")
             return
         if self._transcriber is not pause.transcriber:  # not resumed meanwhile
-            self.emit(final)
+            self.emit(final if final is not None else await self._decode(pause.transcriber.finish))
 
     async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
         """After the paused transcript went out (PredGen verifies it meanwhile): was its last word
@@ -266,6 +278,7 @@ class StreamingAsr(Stage):
         hop = self.config.hop_ms / 1000
         next_tick = loop.time() + hop
         while True:
+            rest_until = 0.0
             # the next tick, or sooner when much audio waits (checked every 10 ms)
             while (remaining := next_tick - loop.time()) > 0 and not self._hop_now:
                 await asyncio.sleep(min(remaining, 0.01))
@@ -273,15 +286,21 @@ class StreamingAsr(Stage):
             if self._pending and self._transcriber is transcriber and not self._paused:
                 audio = self._take_audio()
 
-                def step() -> PartialTranscript:
+                def step() -> PartialTranscript | None:
                     transcriber.append(audio)
+                    if self._paused or self._transcriber is not transcriber:
+                        return None  # the voice paused (or the turn ended) while it waited: the pause decode comes next
                     return transcriber.hop()
 
+                started = loop.time()
                 partial = await self._decode(step)
-                self.hops_run += 1
-                if self._transcriber is transcriber:  # a turn ended meanwhile says no more partials
+                if partial is not None:
+                    self.hops_run += 1
+                    # an idle worker when the voice pauses: rest as long as a costly hop took
+                    rest_until = loop.time() + self.config.hop_rest * (loop.time() - started)
+                if partial is not None and self._transcriber is transcriber:  # ended: no more partials
                     self.emit(partial)
-            late = loop.time() - next_tick
+            late = max(loop.time(), rest_until) - next_tick
             missed = int(late // hop) if late > 0 else 0
             self.hops_skipped += missed
             next_tick += (missed + 1) * hop

@@ -45,6 +45,10 @@ class StreamingConfig:
     marry the") were forced into every later decode (docs/benchmarks.md, streaming ASR).
     """
     hop_ms: int = 250  # time between partial transcripts while the user speaks
+    # After a hop whose decode took d, the next starts no sooner than `hop_rest` x d later: with
+    # a model whose hop costs more than half the cadence, the worker is then often idle when the
+    # voice pauses, and the pause decode (the final) need not wait for a hop in flight. 0: off.
+    hop_rest: float = 1.0
     # Earlier text given to Whisper as a prompt, at most 223: the utterance's own text trimmed off
     # a long window (so a 40 s monologue reads on across its windows), and the conversation only
     # with `history_prompt`.
@@ -101,6 +105,8 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"min_segment_s must be in 0.1..10, got {self.min_segment_s}")
         if self.segment_s and not self.min_segment_s < self.segment_s <= 29.0:
             raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
+        if not 0 <= self.hop_rest <= 10:
+            raise InvalidAsrConfig(f"hop_rest must be in 0..10, got {self.hop_rest}")
         if self.recheck_max_ms < 0:
             raise InvalidAsrConfig(f"recheck_max_ms must not be negative, got {self.recheck_max_ms}")
         for name in ("recheck_ms", "recheck_again_ms"):
