@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,28 @@ def test_the_decision_alone_recovers_every_cutoff_and_loses_no_word(two_recordin
     truth = read_set(two_recordings)[0].turns[0].text
     assert report["recordings"][0]["heard"] == [truth]            # the complete request, word for word
     assert report["speculative_ms"]["median"] is not None and report["asr_final_ms"]["median"] is not None
+
+
+def test_merged_requests_and_unanswered_turns_are_counted():
+    truth = (TruthTurn(0.5, 2.0, "set a timer"), TruthTurn(4.5, 5.5, "thank you"))
+    rec = Recording(Path("x.wav"), truth)
+    # one found turn runs over both requests (its end was never declared between them)
+    merged = Observed(started={1: 0.5}, ends=[(1, 5.8, 5.5)], finals=[(1, "set a timer thank you")])
+    # two turns, the first closed unanswered because the second began first
+    separate = Observed(started={1: 0.5, 2: 4.5}, ends=[(1, 2.3, 2.0), (2, 5.8, 5.5)],
+                        finals=[(1, "set a timer"), (2, "thank you")], outcomes={1: "unanswered", 2: "accepted"})
+    assert (score([rec], [merged])["merged_requests"], score([rec], [merged])["unanswered"]) == (1, 0)
+    assert (score([rec], [separate])["merged_requests"], score([rec], [separate])["unanswered"]) == (0, 1)
+    assert score([rec], [separate])["wer"] == 0
+
+
+def test_several_sets_are_reported_each_and_together(two_recordings, tmp_path):
+    out = tmp_path / "sets.json"
+    sets = [str(two_recordings.parent / d / "set.jsonl") for d in ("c", "p")]
+    assert main(["bench", "turns", *sets, "--profile", "demo", "--decision-only", "--estimate-ms", "60",
+                 "--whole-wer", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert list(report["sets"]) == sets and report["turns_expected"] == 2
+    for one in report["sets"].values():
+        assert one["turns_expected"] == 1 and one["wer_whole_request"] is not None and "recordings" not in one
+    assert report["wer_whole_request"] is not None and len(report["recordings"]) == 2

@@ -15,7 +15,8 @@ audio overlaps most.
 - voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
   measured from the last voiced frame; the difference is added back).
 - ASR final: the pipeline's own figure (end declared to final transcript).
-- WER: word errors of each turn's last final transcript against the truth texts, over the set.
+- WER: word errors of each turn's last final transcript against the truth texts, over the set;
+  with `--whole-wer` also `wer_whole_request`: the same recognizer's decode of each request alone.
 
 Unpaced (`--fast`), the audio runs ahead of the wall clock: ASR final and voice-to-voice are then
 not reported (None); the endpoint figures are still exact for a fixed hangover, but an estimate
@@ -184,6 +185,25 @@ async def bench(settings: Settings, recordings: list[Recording], realtime: bool 
     return score(recordings, observed), observed
 
 
+def whole_request_wer(settings: Settings, recordings: list[Recording], margin_s: float = 0.3) -> float | None:
+    """WER of the configured recognizer decoding each truth request alone (from `margin_s` before
+    its start to `margin_s` after its end): what the pipeline's WER is compared with."""
+    from foresay.audio.blocks import SAMPLE_RATE
+    from foresay.audio.files import load_audio
+    from foresay.engine.asr import build_backend
+
+    backend = build_backend(settings.asr)
+    edits = total = 0
+    for rec in recordings:
+        samples, _ = load_audio(rec.audio)
+        for turn in rec.turns:
+            a, b = (int(max(0.0, x) * SAMPLE_RATE) for x in (turn.start_s - margin_s, turn.end_s + margin_s))
+            heard = backend.text.decode(list(backend.transcribe(samples[a:b]).tokens))
+            ref = _words(turn.text)
+            edits, total = edits + _edits(ref, _words(heard)), total + len(ref)
+    return round(edits / total, 4) if total else None
+
+
 def bench_decision(settings: Settings, recordings: list[Recording], progress=None,
                    estimate_s: float | None = None) -> tuple[dict, list[Observed]]:
     """The endpointer and the end-of-turn decision alone, fed as the pipeline feeds
@@ -207,7 +227,7 @@ def bench_decision(settings: Settings, recordings: list[Recording], progress=Non
     return report, observed
 
 
-SUMMARY = (("wer", "WER"), ("endpoint_delay_ms", "endpoint ms"), ("premature_cutoffs", "cut-offs"),
+SUMMARY = (("wer", "WER"), ("wer_whole_request", "WER alone"), ("endpoint_delay_ms", "endpoint ms"), ("premature_cutoffs", "cut-offs"),
            ("premature_recovered", "resumed"), ("merged_requests", "merged"), ("unanswered", "unanswered"),
            ("asr_final_ms", "ASR final ms"), ("voice_to_voice_ms", "voice-to-voice ms"))
 
@@ -236,10 +256,14 @@ def run_bench_turns(args) -> int:
             report, observed = asyncio.run(bench(settings, recordings, realtime=not args.fast, progress=progress))
         if args.fast and not args.decision_only:
             report.update(asr_final_ms=_stats([]), voice_to_voice_ms=_stats([]))
+        if args.whole_wer:
+            report["wer_whole_request"] = whole_request_wer(settings, recordings)
         per_set[name] = report
         everything[0].extend(recordings)
         everything[1].extend(observed)
     report = per_set[next(iter(per_set))] if len(per_set) == 1 else score(*everything)
+    if len(per_set) > 1 and args.whole_wer:
+        report["wer_whole_request"] = whole_request_wer(settings, everything[0])
     if len(per_set) > 1 and (args.fast or args.decision_only):
         report.update(asr_final_ms=_stats([]), voice_to_voice_ms=_stats([]))
     report = {"set": ", ".join(per_set), "profile": settings.app.profile,
@@ -266,6 +290,9 @@ def register(benches) -> None:
     p.add_argument("--estimate-ms", type=float, metavar="MS",
                    help="with --decision-only: the silence's work (final + verification) reaches the policy "
                         "this long after the pause (default: as long as it took on this machine)")
+    p.add_argument("--whole-wer", action="store_true",
+                   help="also decode each truth request alone with the configured recognizer "
+                        "(wer_whole_request: the reference for the pipeline's WER)")
     p.add_argument("--json", metavar="OUT")
     add_settings_arguments(p)
     p.set_defaults(func=run_bench_turns)
