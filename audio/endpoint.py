@@ -67,8 +67,9 @@ class EndpointerConfig:
                                  # floor (0 disables); trims the VAD's own overhang
     hold_margin_db: float = 6.0  # ... or this far, right after a voiced frame: the fading end of
                                  # a word ("thanks") stays voiced; the overhang's noise does not
-    pause_ms: int = 150          # silence after voice that makes a VoicePaused event (as long as
-                                 # tail_ms: the transcript then hears the tail the final keeps)
+    pause_ms: int = 100          # silence after voice that makes a VoicePaused event: the whole
+                                 # turn is decoded then, and that decode is the final; 150 cost a
+                                 # real Whisper 50-90 ms a turn for no WER (docs/benchmarks.md)
     resume_window_s: float = 1.0  # voice this soon after an end declared by silence reopens
                                  # that turn (0 disables) ...
     resume_max_gap_s: float = 1.2  # ... unless the whole silence, from the turn's last voiced

@@ -57,7 +57,7 @@ class TurnTakingConfig:
     max_turn_s: a turn this long ends at its next unvoiced frame (speech that never pauses: 5 s
         later at any frame).
     """
-    pause_s: float = 0.15
+    pause_s: float = 0.1
     resume_window_s: float = 1.0
     resume_max_gap_s: float = 1.2
     max_turn_s: float = 60.0

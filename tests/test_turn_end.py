@@ -81,7 +81,8 @@ def test_a_complete_request_ends_fast_and_a_cut_one_waits(request_clip):
 def test_voice_pauses_are_reported_once_per_pause_and_estimates_in_words(request_clip):
     _, events = run(request_clip.samples, lambda n: 0.999)
     paused = [e for e in events if isinstance(e, VoicePaused)]
-    assert paused and all(p.t - p.last_voiced_t == pytest.approx(0.15, abs=FRAME) for p in paused)
+    pause_s = EndpointerConfig().pause_ms / 1000
+    assert paused and all(p.t - p.last_voiced_t == pytest.approx(pause_s, abs=FRAME) for p in paused)
     # every pause but the last is followed by voice again, inside the same turn
     assert len([e for e in events if isinstance(e, VoiceResumed)]) == len(paused) - 1
     verdicts = [e.verdict for e in events if isinstance(e, EndOfTurnEstimate)]

@@ -68,7 +68,7 @@ def test_a_finished_request_ends_at_the_short_wait_and_its_pause_transcript_is_t
     [started] = run.of(SpeechStarted)
     [paused] = run.of(VoicePaused)
     [end] = run.of(TurnEnded)
-    assert paused.t - paused.last_voiced_t == pytest.approx(0.15, abs=F)
+    assert paused.t - paused.last_voiced_t == pytest.approx(tt.config.pause_s, abs=F)
     assert end.turn_id == started.turn_id and end.last_voiced_t == pytest.approx(last_voiced)
     assert DECISION.complete_s - 1e-6 <= end.t - end.last_voiced_t < DECISION.complete_s + F
     assert end.heard_revision == 1          # no decode after the end: the pause's transcript is final
