@@ -1,9 +1,10 @@
-"""How long the endpointer waits in silence before it declares the end of a turn.
+"""How long the turn-taking machine waits in silence before it declares the end of a turn.
 
-A policy is a small strategy object the endpointer asks on every silent frame:
+A policy is a small strategy object the machine (`turn_taking.TurnTaking`) asks on every silent
+frame:
 
-    policy.begin_turn(turn_id)      # the endpointer calls this when a turn starts (or resumes)
-    policy.observe(frame, voiced, t)  # the endpointer: every frame of an open turn
+    policy.begin_turn(turn_id)      # the machine calls this when a turn starts (or resumes)
+    policy.observe(frame, voiced, t)  # the machine: every frame of an open turn
     policy.hangover_s()             # the current hangover, in seconds
     policy.view()                   # what it rests on, for meters (`turn_end.TurnEndView`)
     policy.update(p_end, turn_id, revision=, audio_until_t=)  # from outside: PredGen's estimate
@@ -13,7 +14,7 @@ A policy is a small strategy object the endpointer asks on every silent frame:
 `FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
 look like a complete utterance (high P(end of turn)) and long when they do not, within
 configured bounds. An update may arrive at any moment, also in the middle of a silence: the
-endpointer compares the silence so far against the newest hangover on its next frame, so a turn
+machine compares the silence so far against the newest hangover on its next frame, so a turn
 that just became "complete" ends at once. Updates tagged with another turn's id are ignored
 (a late estimate about the previous turn must not shorten this one). `turn_end.TurnEndDecision`
 is the policy that also weighs how current the estimate is and optional audio cues.

@@ -55,3 +55,43 @@ def test_a_request_answered_right_is_not_a_miss_for_a_missing_word():
     assert result_lines(result).startswith("ok ") and "not word for word" in result_lines(result)
     wrong = DemoResult(request, request.text, "Brazil is in Europe.", 1.5, None)
     assert result_lines(wrong).startswith("MISS") and "expected 'Brazil is in South America.'" in result_lines(wrong)
+
+
+def test_two_requests_are_two_turns_whatever_the_replies_latency(tmp_path):
+    """The same request twice, 2.5 s apart, replayed faster than real time without waiting for
+    the replies: the second begins before the first reply was heard (a slow machine, as far as
+    the pipeline can tell). Each is a turn of its own, neither is merged into the other, and
+    every word of both reaches a final transcript and the history."""
+    import asyncio
+    import random
+
+    import numpy as np
+
+    from foresay.app.assemble import build_pipeline
+    from foresay.app.bench.demo import write_request
+    from foresay.audio.files import FileSource, load_audio
+    from foresay.audio.playback import WavSink
+    from foresay.engine.demo.speech import SAMPLE_RATE, write_wav
+    from foresay.engine.events import FinalTranscript, SpeechStarted, TurnClosed, TurnResumed
+
+    request = held_out_requests(1)[0]
+    one, _ = load_audio(write_request(request, tmp_path / "one.wav", random.Random(0), lead_s=0.5))
+    gap = np.zeros(int(2.5 * SAMPLE_RATE), np.float32)
+    audio = write_wav(tmp_path / "two.wav", np.concatenate([one, gap, one]))
+    settings = load_settings(profile="demo")
+    seen = []
+
+    async def run():
+        pipeline = await build_pipeline(settings, FileSource(audio, realtime=False, pad_s=2.0),
+                                        WavSink(tmp_path / "reply.wav", realtime=False), [seen.append])
+        await pipeline.run()
+        pipeline.close()
+
+    asyncio.run(run())
+    assert [e.turn_id for e in seen if isinstance(e, SpeechStarted)] == [1, 2]
+    assert not any(isinstance(e, TurnResumed) for e in seen)
+    finals = {e.turn_id: e.text.strip() for e in seen if isinstance(e, FinalTranscript)}
+    assert finals == {1: request.text, 2: request.text}
+    closed = {e.turn_id: e for e in seen if isinstance(e, TurnClosed)}
+    assert closed[1].user_text == closed[2].user_text == request.text
+    assert closed[1].outcome != "merged" and closed[2].reply_text
