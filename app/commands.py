@@ -143,8 +143,9 @@ async def _live(settings: Settings, resume: bool = False) -> int:
         raise NoAudioDevice(f"{exc}. Without speakers, `foresay replay RECORDING.wav --out reply.wav` "
                             f"writes the spoken replies to a WAV") from None
     history = HistoryStore(settings.app.history_dir, resume=resume)
-    if history.notice:
-        print(f"[warning] {history.notice}", file=sys.stderr)
+    for notice in (history.notice, history.problem):
+        if notice:
+            print(f"[warning] {notice}", file=sys.stderr)
     if resume:
         print(f"resumed {history.path.name} ({len(history.turns)} turn(s))" if history.turns
               else "no saved conversation to resume: starting a new one")
@@ -157,6 +158,10 @@ async def _live(settings: Settings, resume: bool = False) -> int:
         pass
     finally:
         pipeline.close()
+        history.close()
+    if history.unsaved:
+        raise ForesayError(f"{len(history.unsaved)} turn(s) of this conversation could not be saved in "
+                           f"{history.path.parent}")
     return 0
 
 

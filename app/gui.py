@@ -107,6 +107,8 @@ class App:
 
     def resume_latest(self) -> None:
         """File ▸ Resume last conversation: the latest saved conversation becomes the context."""
+        if self.history is not None:
+            self.history.close()   # releases the file, which may be the one to resume
         self.history, self.resume = None, True
         self.restart()
 
@@ -115,6 +117,8 @@ class App:
 
         if self.history is None:
             self.history = HistoryStore(self.settings.app.history_dir, resume=self.resume)
+            if self.history.problem:
+                self.bridge.post(StatusMessage(0, 0.0, self.history.problem, "warning"))
             if self.history.notice:
                 self.bridge.post(StatusMessage(0, 0.0, self.history.notice, "warning"))
             elif self.resume:

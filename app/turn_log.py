@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.events import (Event, FinalTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
-                                   TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
+                                   StatusMessage, TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
 from foresay.engine.stage import Stage
 
 METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
@@ -97,14 +97,22 @@ class TurnLog(Stage):
 
 
 class HistoryWriter(Stage):
-    """Saves every answered turn (the reply as far as it was heard) to the conversation file."""
+    """Saves every answered turn (the reply as far as it was heard) to the conversation file.
+    A turn that cannot be written stays in memory and is written with the next one; that saving
+    failed (and that it works again) is said once, as a status message."""
     consumes = (TurnClosed,)
     name = "history"
 
-    def __init__(self, history):
+    def __init__(self, history, emit: Callable[[Event], None] = lambda event: None,
+                 clock: Callable[[], float] = time.monotonic):
         self.history = history
+        self.emit = emit
+        self.clock = clock
 
     def handle(self, event: TurnClosed) -> None:
         from foresay.app.history import HistoryTurn
         if event.outcome not in (*UNANSWERED, "failed"):
-            self.history.append(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))
+            news = self.history.keep(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))
+            if news is not None:
+                level, text = news
+                self.emit(StatusMessage(0, self.clock(), text, level))

@@ -83,6 +83,7 @@ def test_the_window_starts_a_new_conversation_and_resumes_the_last_on_request(tm
 
     old = HistoryStore(tmp_path)
     old.append(HistoryTurn("What is the capital of France?", "The capital of France is Paris."))
+    old.close()   # an earlier session, ended
     s = replace(settings, app=replace(settings.app, history_dir=tmp_path))
     window, bridge = make_window(qapp, qsettings)
     app = App(s, window, bridge)

@@ -245,3 +245,35 @@ def test_speech_running_to_the_end_of_the_file_is_still_answered(tmp_path, setti
 
     pipeline = asyncio.run(main())
     assert len(pipeline.metrics) == 1 and pipeline.metrics[0]["user_text"].strip()
+
+
+def test_a_history_that_cannot_be_written_never_stops_the_conversation(tmp_path, settings):
+    from foresay.app.assemble import build_pipeline
+    from foresay.app.history import HistoryStore
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+    from foresay.engine.events import StatusMessage
+
+    audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
+    history = HistoryStore(tmp_path / "h")
+
+    def read_only(turn):
+        raise PermissionError(13, "Permission denied", str(history.path))
+    history.append = read_only
+    seen = []
+
+    async def main():
+        pipeline = await build_pipeline(settings, FileSource(audio, realtime=False, pad_s=2.0),
+                                        WavSink(tmp_path / "o.wav", realtime=False), [seen.append],
+                                        history=history, wait_for_replies=True)
+        try:
+            await asyncio.wait_for(pipeline.run(), 120)   # every turn closes: the run ends
+        finally:
+            pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert [m["turn"] for m in pipeline.metrics] == [1, 2]
+    assert [t.user for _, t in history.unsaved] == [m["user_text"] for m in pipeline.metrics]
+    warnings = [e.text for e in seen if isinstance(e, StatusMessage) and e.level == "warning"]
+    assert len(warnings) == 1 and "Permission denied" in warnings[0]
