@@ -97,7 +97,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
                        make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
                        yield_to=lambda: asr.decoding)
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
-                        speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit),
+                        speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit, paced=not wait_for_replies),
                         history=history, more=[HistoryWriter(history, bus.emit)] if history is not None else [],
                         wait_for_replies=wait_for_replies)
     tell(3, "warming up")

@@ -43,9 +43,14 @@ class TurnLog(Stage):
                 TurnClosed)
     name = "turn log"
 
-    def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
+    def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic,
+                 paced: bool = True):
+        """`paced`: the audio came at its own pace (live, or a replay in real time); False (a
+        replay faster than real time): the figures that compare the audio's time with the clock
+        (ASR final, voice-to-voice) would be meaningless and are None."""
         self.emit = emit
         self.clock = clock
+        self.paced = paced
         self.metrics: list[dict] = []
         self._turns: dict[int, _Times] = {}
 
@@ -82,12 +87,12 @@ class TurnLog(Stage):
             "turn": closed.turn_id, "user_text": closed.user_text, "reply_text": closed.reply_text,
             "outcome": closed.outcome,
             "endpoint_delay_ms": _ms(times.last_voiced_t, times.ended_t),
-            "asr_final_ms": _ms(times.ended_t, times.final_at),
+            "asr_final_ms": _ms(times.ended_t, times.final_at) if self.paced else None,
             "ttfs_ms": round(1000 * ttfs, 2) if ttfs is not None else None,
             "nfetfs": done.nfetfs if done is not None else None,
             "tts_first_chunk_ms": _ms(times.first_sentence_at, times.first_chunk_at),
             "audio_latency_ms": _ms(times.final_at, times.first_chunk_at),
-            "voice_to_voice_ms": _ms(times.last_voiced_t, heard.first_output_t if heard else None),
+            "voice_to_voice_ms": _ms(times.last_voiced_t, heard.first_output_t if heard and self.paced else None),
             "underruns": heard.underruns if heard else 0,
             "interrupted": closed.interrupted,
             "resumed": times.resumed,

@@ -3,14 +3,14 @@ streaming delays. Every speculative method must reproduce the greedy tokens exac
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 # Models and torch are imported where used, so `foresay --help` stays fast.
-from foresay.app.paths import check_outputs
+from foresay.app.saving import write_report
+from foresay.app.paths import add_force_argument, check_outputs
 from foresay.engine.asr.errors import AsrError
 
 SAMPLE_RATE = 16_000
@@ -27,6 +27,7 @@ def register(subparsers) -> None:
     parser.add_argument("--audio", type=Path, help="a WAV file or a folder of them (default: a built-in clip)")
     parser.add_argument("--hop-ms", type=int, default=250, help="streaming hop")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
+    add_force_argument(parser)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--attention", default="sdpa", choices=["eager", "sdpa"])
     parser.add_argument("--max-new-tokens", type=int, default=96, help="decode budget per window")
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         raise AsrError("--max-new-tokens, --stream-tail-tokens and --repeats must be at least 1, --threads >= 0")
     stream_config = StreamingConfig(hop_ms=args.hop_ms)
     clips = load_clips(args.audio)   # inputs first, then outputs, then minutes of model loading
-    check_outputs({"--json": args.json}, {"--audio": args.audio})
+    check_outputs({"--json": args.json}, {"--audio": args.audio}, force=args.force)
     pair = load_pair(args.target, args.draft, args.device, args.attention)
     rows = compare_methods(pair, clips, args.max_new_tokens, args.chain_length, args.tree_budget, args.repeats)
     backend = pair.backend(SpecConfig(tree_budget=args.tree_budget), DecodeLimits(args.stream_tail_tokens))
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                         "hops": delays.hops, "hops_skipped": delays.skipped}}
     print_report(report)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, report)
     if not all(row["identical"] for row in rows.values()):
         raise AsrError("a speculative method did not reproduce the target's greedy tokens")
     return 0
