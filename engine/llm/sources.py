@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,9 @@ def gguf_error(exc: Exception, source: str, gguf_file: str) -> ForesayError:
         names = ", ".join(sorted(supported)) or "see transformers' GGUF documentation"
         return ModelUnavailable(f"{Path(source) / gguf_file}: {text.rstrip('.')}. transformers reads GGUF "
                                 f"files of these architectures: {names}")
+    if isinstance(exc, (struct.error, EOFError)):   # a file cut after its header (a download cut short)
+        return ModelUnavailable(f"could not load {Path(source) / gguf_file}: the file ends before the data its "
+                                f"header announces (cut short? download it again)")
     return ModelUnavailable(f"could not load {Path(source) / gguf_file}: {text}")
 
 
