@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from foresay.app.settings import ConfigError, build, merge, parse_override
@@ -162,6 +162,8 @@ class Settings:
     tts: TtsSettings = field(default_factory=TtsSettings)
     audio: AudioSettings = field(default_factory=AudioSettings)
 
+
+SECTIONS = tuple(f.name for f in fields(Settings))
 
 # Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.
 # On CUDA the LLM runs a static KV cache (llm.cache = "auto"), whose every pass attends over the
@@ -317,6 +319,9 @@ def load_settings(path: Path | None = None, profile: str | None = None,
         table = read_config_file(Path(path))
     for text in overrides:
         table = merge(table, parse_override(text))
+    for section, value in table.items():   # `app = 5` would otherwise vanish under the profile's [app]
+        if section in SECTIONS and not isinstance(value, dict):
+            raise ConfigError(f"{section}: expected a table ([{section}] with its keys), got {value!r}")
     name = profile or table.get("app", {}).get("profile", "auto")
     chosen = auto_profile() if name == "auto" else name
     if chosen not in PROFILES:

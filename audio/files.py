@@ -233,6 +233,7 @@ class FileSource(AudioSource):
     async def blocks(self) -> AsyncIterator[AudioBlock]:
         if self._t0 is None:
             self._t0 = time.monotonic()
+        self._lag = time.monotonic() - self._t0   # pacing follows the clock from now, whatever t0 is
         t0, size, done = self._t0, self.block_size, 0
         blocks = Reblocker(size)
         for chunk in self._chunks():
@@ -249,6 +250,6 @@ class FileSource(AudioSource):
 
     async def _pace(self, block: AudioBlock) -> None:
         if self.realtime:
-            await asyncio.sleep(max(0.0, block.t_end - time.monotonic()))
+            await asyncio.sleep(max(0.0, block.t_end + self._lag - time.monotonic()))
         else:
             await asyncio.sleep(0)  # stay cooperative

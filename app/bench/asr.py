@@ -130,10 +130,11 @@ def run(args: argparse.Namespace) -> int:
     from foresay.engine.asr.specasr import SpecConfig
     from foresay.engine.asr.streaming import StreamingConfig
 
+    if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats, args.hop_ms) < 1 or args.threads < 0:
+        raise AsrError("--max-new-tokens, --stream-tail-tokens, --repeats and --hop-ms must be at least 1, "
+                       "--threads 0 or more")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats) < 1 or args.threads < 0:
-        raise AsrError("--max-new-tokens, --stream-tail-tokens and --repeats must be at least 1, --threads >= 0")
     stream_config = StreamingConfig(hop_ms=args.hop_ms)
     clips = load_clips(args.audio)   # inputs first, then outputs, then minutes of model loading
     check_outputs({"--json": args.json}, {"--audio": args.audio}, force=args.force)

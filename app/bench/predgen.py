@@ -99,7 +99,7 @@ def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[
         conversations.append(turns if multi_turn else turns[:1])
     if not conversations:
         raise ForesayError(f"{source} holds no prompts")
-    return conversations[:limit] if limit else conversations
+    return conversations[:limit] if limit is not None else conversations
 
 
 def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) -> TurnResult:
@@ -208,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.speed <= 0:
         raise ForesayError("--speed must be a positive number of characters per minute")
+    if args.limit is not None and args.limit < 1:
+        raise ForesayError(f"--limit must be at least 1 (the number of prompts to use), got {args.limit}")
+    if args.turn_cost < 0:
+        raise ForesayError(f"--turn-cost must be 0 (off) or a number of turns, got {args.turn_cost}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise ForesayError("--methods names no method")
