@@ -14,7 +14,7 @@ from typing import Callable
 
 from foresay.app.config import PROFILES, Settings, auto_profile, default_config_path, load_settings, remember_profile
 from foresay.app.downloads import offline_hint, offline_profiles
-from foresay.engine.errors import ForesayError, ModelUnavailable
+from foresay.engine.errors import ForesayError, ModelFileMissing, ModelUnavailable
 from foresay.engine.events import StatusMessage
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,9 @@ class App:
             await self.pipeline.run()
         except asyncio.CancelledError:
             raise
+        except ModelFileMissing as exc:   # a wrong path: said as it is, no offline profile offered
+            self.window.set_ready(False, "see the message below")
+            self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
         except ModelUnavailable as exc:
             self.window.set_ready(False, "the models are missing (see below)")
             self.model_missing(exc)

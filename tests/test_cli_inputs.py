@@ -54,3 +54,11 @@ def test_a_realtime_file_source_is_paced_whatever_its_first_timestamp(tmp_path):
             pass
         return time.monotonic() - start
     assert asyncio.run(play()) >= 0.35
+
+
+@pytest.mark.parametrize("model", ["/missing", "/missing/model.gguf"])
+def test_a_missing_local_model_is_a_wrong_path_not_an_offline_problem(tmp_path, capsys, model):
+    assert main(["replay", str(_wav(tmp_path)), "--profile", "demo", "--set", f"llm.model={model}"]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist; check the path (llm.model)" in err
+    assert "internet" not in err and "--profile" not in err
