@@ -274,6 +274,7 @@ def remember_profile(path: Path, profile: str) -> None:
     file as it is; written to a temporary file, fsynced and renamed over it."""
     import os
     import re
+    import stat
 
     path = Path(path)
     text = path.read_text("utf-8") if path.exists() else ""
@@ -298,8 +299,12 @@ def remember_profile(path: Path, profile: str) -> None:
         lines = ["[app]", line, ""] + lines
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600   # private unless made otherwise
         tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode) if hasattr(os, "fchmod") else None
             f.write("\n".join(lines).rstrip("\n") + "\n")
             f.flush()
             os.fsync(f.fileno())

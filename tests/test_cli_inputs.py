@@ -62,3 +62,20 @@ def test_a_missing_local_model_is_a_wrong_path_not_an_offline_problem(tmp_path, 
     err = capsys.readouterr().err
     assert "does not exist; check the path (llm.model)" in err
     assert "internet" not in err and "--profile" not in err
+
+
+@pytest.mark.parametrize("before", [None, 0o600, 0o640])
+def test_saving_the_profile_keeps_config_toml_private(tmp_path, before):
+    import os
+    import stat
+
+    from foresay.app.config import remember_profile
+
+    path = tmp_path / "config" / "config.toml"
+    if before is not None:
+        path.parent.mkdir()
+        path.write_text('[app]\nmode = "push-to-talk"\n')
+        os.chmod(path, before)
+    remember_profile(path, "demo")
+    assert stat.S_IMODE(path.stat().st_mode) == (before or 0o600)
+    assert load_settings(path).app.profile == "demo"
