@@ -188,6 +188,39 @@ class App:
         self.window.offer_profile(wanted, f"Get the real models ({wanted})")
 
 
+class QuitOnInterrupt:
+    """Ctrl+C in the terminal that started the window quits it cleanly (exit status 130) instead
+    of raising KeyboardInterrupt inside whichever Qt callback was running."""
+
+    def __init__(self, quit: Callable[[], None]):
+        self.quit = quit
+        self.interrupted = False
+        self._previous = None
+        self._timer = None
+
+    def install(self) -> None:
+        import signal
+
+        from PySide6.QtCore import QTimer
+
+        self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        self._timer = QTimer()   # Python runs signal handlers only between its own bytecodes:
+        self._timer.timeout.connect(lambda: None)   # wake it while Qt waits for events
+        self._timer.start(200)
+
+    def uninstall(self) -> None:
+        import signal
+
+        if self._timer is not None:
+            self._timer.stop()
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_interrupt(self, signum, frame) -> None:
+        self.interrupted = True
+        self.quit()
+
+
 def app_icon():
     """Foresay's icon at every size it ships (assets/icons, drawn by packaging/make_icons.py)."""
     from importlib.resources import files
@@ -242,7 +275,12 @@ def run_gui(args) -> int:
     controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set),
                      resume=getattr(args, "resume", False), remember_profile=remember)
     controller.start()
-    with loop:
-        app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
-        loop.run_forever()
-    return 0
+    interrupt = QuitOnInterrupt(app.quit)
+    interrupt.install()
+    try:
+        with loop:
+            app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
+            loop.run_forever()
+    finally:
+        interrupt.uninstall()
+    return 130 if interrupt.interrupted else 0
