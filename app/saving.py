@@ -4,7 +4,7 @@ disk, a folder made read-only) loses nothing and corrupts nothing.
 `write_all(fd, data)` writes every byte or, on failure, truncates the file back to where it was.
 `LineFile` appends lines to a file the user named; lines that could not be written stay in
 memory and go first at the next write, the failure is reported once through `warn`, and
-`close()` says (a `ForesayError`) what could still not be written. `write_report` writes a
+`close()` prints what could still not be written and says so (a `ForesayError`). `write_report` writes a
 JSON report whole or not at all, and on failure prints it so the results are not lost.
 """
 from __future__ import annotations
@@ -78,8 +78,10 @@ class LineFile:
                 error = exc
         os.close(self.fd)
         if self.pending:
+            sys.stdout.write(b"".join(self.pending).decode("utf-8"))
+            sys.stdout.flush()
             raise ForesayError(f"{len(self.pending)} line(s) could not be written to {self.path}: "
-                               f"{reason(error)}; free some space (or name another file) and run again")
+                               f"{reason(error)}; they are printed above")
 
 
 def write_report(path: Path, report: dict, option: str = "--json") -> None:

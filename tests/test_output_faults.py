@@ -58,12 +58,14 @@ def test_metrics_wait_in_memory_while_the_disk_is_full(tmp_path, monkeypatch, ca
     assert [json.loads(line)["turn"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
 
 
-def test_metrics_that_could_never_be_written_are_an_error(tmp_path, monkeypatch):
+def test_metrics_that_could_never_be_written_are_printed_and_an_error(tmp_path, monkeypatch, capsys):
     lines = LineFile(tmp_path / "m.jsonl", warn=lambda text: None)
     FullDisk(monkeypatch)
-    assert lines.write("{}") is False
-    with pytest.raises(ForesayError, match="1 line.*could not be written.*No space left"):
+    assert lines.write('{"turn": 1}') is False
+    with pytest.raises(ForesayError, match="1 line.*could not be written.*No space left.*printed above"):
         lines.close()
+    assert capsys.readouterr().out == '{"turn": 1}\n'
+
 
 
 def test_a_report_the_disk_refuses_is_printed_not_lost(tmp_path, monkeypatch, capsys):
