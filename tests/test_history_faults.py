@@ -7,7 +7,6 @@ import stat
 
 import pytest
 
-from foresay.app import history as history_module
 from foresay.app.history import HistoryStore, HistoryTurn
 from foresay.app.turn_log import HistoryWriter
 from foresay.engine.events import StatusMessage, TurnClosed
