@@ -8,7 +8,7 @@ from typing import Callable
 
 from foresay.app.config import Settings
 from foresay.app.downloads import download_models, offline_hint
-from foresay.engine.errors import ModelUnavailable
+from foresay.engine.errors import ModelFileMissing, ModelUnavailable
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
 from foresay.engine.events import Event, LoadProgress, StatusMessage
@@ -73,6 +73,8 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         lm = await asyncio.to_thread(load_llm, settings.llm)
         tell(1, f"loading the speech recognizer {settings.asr.target}")
         backend = await asyncio.to_thread(build_backend, settings.asr)
+    except ModelFileMissing:
+        raise   # a wrong path: the network and the offline profiles are beside the point
     except ModelUnavailable as exc:
         hint = offline_hint()
         raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
@@ -99,8 +101,9 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
                        make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
                        gate=gate)
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
-                        speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit),
-                        more=[HistoryWriter(history)] if history is not None else [],
+                        speaker=Speaker(tts, sink, bus.emit), sink=sink,
+                        turn_log=TurnLog(bus.emit, paced=not wait_for_replies),
+                        more=[HistoryWriter(history, bus.emit)] if history is not None else [],
                         wait_for_replies=wait_for_replies)
     tell(3, "warming up")
     await pipeline.warmup()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from foresay.app.settings import ConfigError, build, merge, parse_override
@@ -163,6 +163,8 @@ class Settings:
     audio: AudioSettings = field(default_factory=AudioSettings)
 
 
+SECTIONS = tuple(f.name for f in fields(Settings))
+
 # Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.
 # On CUDA the LLM runs a static KV cache (llm.cache = "auto"), whose every pass attends over the
 # whole preallocated context: 8192 tokens keep that a small share of a 7B pass (and 0.5 GB).
@@ -272,6 +274,7 @@ def remember_profile(path: Path, profile: str) -> None:
     file as it is; written to a temporary file, fsynced and renamed over it."""
     import os
     import re
+    import stat
 
     path = Path(path)
     text = path.read_text("utf-8") if path.exists() else ""
@@ -296,8 +299,12 @@ def remember_profile(path: Path, profile: str) -> None:
         lines = ["[app]", line, ""] + lines
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600   # private unless made otherwise
         tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode) if hasattr(os, "fchmod") else None
             f.write("\n".join(lines).rstrip("\n") + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -317,6 +324,9 @@ def load_settings(path: Path | None = None, profile: str | None = None,
         table = read_config_file(Path(path))
     for text in overrides:
         table = merge(table, parse_override(text))
+    for section, value in table.items():   # `app = 5` would otherwise vanish under the profile's [app]
+        if section in SECTIONS and not isinstance(value, dict):
+            raise ConfigError(f"{section}: expected a table ([{section}] with its keys), got {value!r}")
     name = profile or table.get("app", {}).get("profile", "auto")
     chosen = auto_profile() if name == "auto" else name
     if chosen not in PROFILES:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from foresay.app.config import PROFILES, Settings, auto_profile, default_config_path, load_settings, remember_profile
 from foresay.app.downloads import offline_hint, offline_profiles
-from foresay.engine.errors import ForesayError, ModelUnavailable
+from foresay.engine.errors import ForesayError, ModelFileMissing, ModelUnavailable
 from foresay.engine.events import StatusMessage
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,8 @@ class App:
 
     def resume_latest(self) -> None:
         """File ▸ Resume last conversation: the latest saved conversation becomes the context."""
+        if self.history is not None:
+            self.history.close()   # releases the file, which may be the one to resume
         self.history, self.resume = None, True
         self.restart()
 
@@ -115,6 +117,8 @@ class App:
 
         if self.history is None:
             self.history = HistoryStore(self.settings.app.history_dir, resume=self.resume)
+            if self.history.problem:
+                self.bridge.post(StatusMessage(0, 0.0, self.history.problem, "warning"))
             if self.history.notice:
                 self.bridge.post(StatusMessage(0, 0.0, self.history.notice, "warning"))
             elif self.resume:
@@ -139,6 +143,9 @@ class App:
             await self.pipeline.run()
         except asyncio.CancelledError:
             raise
+        except ModelFileMissing as exc:   # a wrong path: said as it is, no offline profile offered
+            self.window.set_ready(False, "see the message below")
+            self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
         except ModelUnavailable as exc:
             self.window.set_ready(False, "the models are missing (see below)")
             self.model_missing(exc)
@@ -179,6 +186,39 @@ class App:
             f"models, connect to the internet and click \u201cGet the real models\u201d (or choose the "
             f"{wanted!r} profile in File \u25b8 Settings)."), "warning"))
         self.window.offer_profile(wanted, f"Get the real models ({wanted})")
+
+
+class QuitOnInterrupt:
+    """Ctrl+C in the terminal that started the window quits it cleanly (exit status 130) instead
+    of raising KeyboardInterrupt inside whichever Qt callback was running."""
+
+    def __init__(self, quit: Callable[[], None]):
+        self.quit = quit
+        self.interrupted = False
+        self._previous = None
+        self._timer = None
+
+    def install(self) -> None:
+        import signal
+
+        from PySide6.QtCore import QTimer
+
+        self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        self._timer = QTimer()   # Python runs signal handlers only between its own bytecodes:
+        self._timer.timeout.connect(lambda: None)   # wake it while Qt waits for events
+        self._timer.start(200)
+
+    def uninstall(self) -> None:
+        import signal
+
+        if self._timer is not None:
+            self._timer.stop()
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_interrupt(self, signum, frame) -> None:
+        self.interrupted = True
+        self.quit()
 
 
 def app_icon():
@@ -235,7 +275,12 @@ def run_gui(args) -> int:
     controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set),
                      resume=getattr(args, "resume", False), remember_profile=remember)
     controller.start()
-    with loop:
-        app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
-        loop.run_forever()
-    return 0
+    interrupt = QuitOnInterrupt(app.quit)
+    interrupt.install()
+    try:
+        with loop:
+            app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
+            loop.run_forever()
+    finally:
+        interrupt.uninstall()
+    return 130 if interrupt.interrupted else 0

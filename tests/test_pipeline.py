@@ -245,3 +245,60 @@ def test_speech_running_to_the_end_of_the_file_is_still_answered(tmp_path, setti
 
     pipeline = asyncio.run(main())
     assert len(pipeline.metrics) == 1 and pipeline.metrics[0]["user_text"].strip()
+
+
+def test_a_history_that_cannot_be_written_never_stops_the_conversation(tmp_path, settings):
+    from foresay.app.assemble import build_pipeline
+    from foresay.app.history import HistoryStore
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+    from foresay.engine.events import StatusMessage
+
+    audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
+    history = HistoryStore(tmp_path / "h")
+
+    def read_only(turn):
+        raise PermissionError(13, "Permission denied", str(history.path))
+    history.append = read_only
+    seen = []
+
+    async def main():
+        pipeline = await build_pipeline(settings, FileSource(audio, realtime=False, pad_s=2.0),
+                                        WavSink(tmp_path / "o.wav", realtime=False), [seen.append],
+                                        history=history, wait_for_replies=True)
+        try:
+            await asyncio.wait_for(pipeline.run(), 120)   # every turn closes: the run ends
+        finally:
+            pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert [m["turn"] for m in pipeline.metrics] == [1, 2]
+    assert [t.user for _, t in history.unsaved] == [m["user_text"] for m in pipeline.metrics]
+    warnings = [e.text for e in seen if isinstance(e, StatusMessage) and e.level == "warning"]
+    assert len(warnings) == 1 and "Permission denied" in warnings[0]
+
+
+def test_a_reply_wav_on_a_full_disk_ends_the_replay_with_an_error(tmp_path, settings, monkeypatch):
+    import soundfile as sf
+
+    from foresay.audio.errors import AudioFileError
+    from foresay.engine.events import TurnMetrics
+
+    audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
+    real_write, calls = sf.SoundFile.write, []
+
+    def fills_up(self, data):
+        calls.append(len(data))
+        if len(calls) > 3:
+            raise sf.LibsndfileError(0, "System error.")   # what libsndfile says on a full disk
+        return real_write(self, data)
+    monkeypatch.setattr(sf.SoundFile, "write", fills_up)
+    seen = []
+    with pytest.raises(AudioFileError, match="cannot write .*reply audio were written"):
+        asyncio.run(asyncio.wait_for(replay(settings, audio, tmp_path / "o.wav", [seen.append], realtime=False), 120))
+    metrics = [e.values for e in seen if isinstance(e, TurnMetrics)]
+    assert [m["turn"] for m in metrics] == [1, 2]   # the conversation went on to its end
+    # faster than real time: figures comparing the recording's time with the clock are left out
+    assert all(m["asr_final_ms"] is None and m["voice_to_voice_ms"] is None for m in metrics)
+    assert all(m["endpoint_delay_ms"] > 0 and m["audio_latency_ms"] >= 0 for m in metrics)

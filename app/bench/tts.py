@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from foresay.app.saving import write_report
 from foresay.engine.tts.base import TtsEngine
 from foresay.engine.tts.errors import InvalidTtsConfig
 from foresay.engine.tts.factory import build_engine
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
           f"{result.ttfc_prepared_ms:.2f} ms prepared; real-time factor {result.rtf:.3f} "
           f"(medians over {result.repeats})")
     if args.json_out is not None:
-        args.json_out.write_text(json.dumps(asdict(result), indent=2) + "\n")
+        write_report(args.json_out, asdict(result))
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from foresay.app.saving import write_report
 from foresay.app.arguments import add_settings_arguments, settings_from
 from foresay.app.commands import replay
 from foresay.app.bench.turn_records import Observed, Recording, TruthTurn
@@ -215,7 +216,7 @@ def run_bench_turns(args) -> int:
               "mode": "decision-only" if args.decision_only else "paced" if not args.fast else "unpaced", **report}
     print(json.dumps(report, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(Path(args.json), report)
     return 0
 
 
