@@ -98,12 +98,16 @@ def check_zonos() -> list[Check]:
                   essential=False)]
 
 
-def _offline() -> bool:
+def _offline() -> str | None:
+    """Why models cannot be downloaded now (offline mode, no network), or None."""
+    from foresay.app.downloads import hub_unreachable
+
     try:
         from huggingface_hub import constants
-        return bool(constants.HF_HUB_OFFLINE)
+        offline = bool(constants.HF_HUB_OFFLINE)
     except Exception:
-        return os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+    return "offline (HF_HUB_OFFLINE=1)" if offline else hub_unreachable()
 
 
 def _cached(repo_id: str) -> bool:
@@ -128,9 +132,9 @@ def check_models(settings=None) -> list[Check]:
     if not missing:
         detail = ", ".join(needed) + " in the model cache" if needed else "built in, nothing to download"
         return [Check(name, True, detail)]
-    if _offline():
-        return [Check(name, False, f"not downloaded and offline (HF_HUB_OFFLINE=1): {', '.join(missing)}",
-                      offline_hint())]
+    why = _offline()
+    if why:
+        return [Check(name, False, f"not downloaded, and {why}: {', '.join(missing)}", offline_hint())]
     return [Check(name, False, f"not downloaded yet: {', '.join(missing)}; they download on first use, "
                   "with progress", "nothing to do with a network connection", essential=False)]
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Callable
 
 from foresay.app.config import PROFILES, Settings, auto_profile, default_config_path, load_settings, remember_profile
-from foresay.app.downloads import offline_hint, offline_profiles
+from foresay.app.downloads import offline_hint, offline_profiles, offline_state
 from foresay.engine.errors import ForesayError, ModelFileMissing, ModelUnavailable
 from foresay.engine.events import StatusMessage
 
@@ -50,6 +50,8 @@ class App:
         the command line chose the profile."""
         self.settings = settings
         self.remember_profile = remember_profile
+        self.fallback_from: str | None = None  # the chosen profile whose models were missing
+        self.retry_of: str | None = None       # that profile, tried again by the user
         self.resume = resume
         self.history = None
         self.window = window
@@ -73,7 +75,10 @@ class App:
     def start(self) -> None:
         self.task = asyncio.get_event_loop().create_task(self._run())
 
-    def restart(self, audio_input=None, audio_output=None, choices=None, profile=None) -> None:
+    def restart(self, audio_input=None, audio_output=None, choices=None, profile=None,
+                fallback: bool = False) -> None:
+        """Starts the pipeline again with what changed. `fallback`: `profile` stands in for the
+        chosen one (its models are missing), so it is not remembered as the user's choice."""
         s = self.settings
         wanted = chosen = profile or (choices.profile if choices is not None else None)
         if wanted == "auto":
@@ -96,7 +101,11 @@ class App:
                 return
         self.settings = s
         self.window.withdraw_profile_offer()  # a new attempt: the offer returns if it fails again
-        if chosen and self.remember_profile is not None:
+        if chosen and not fallback:   # the user's own choice: no longer on a fallback
+            self.retry_of = chosen if chosen == self.fallback_from else None
+            self.fallback_from = None
+            self.window.set_state_line("")
+        if chosen and not fallback and self.remember_profile is not None:
             try:
                 self.remember_profile(chosen)   # the user's choice holds at the next start
             except ForesayError as exc:
@@ -163,9 +172,11 @@ class App:
 
     def model_missing(self, exc: ModelUnavailable) -> None:
         """The chosen models cannot be had: start on the embedded demo profile and say so, with
-        the way to get the real models (one click away); the choice is remembered. Already on an
-        offline profile: say what is missing and offer the other one."""
+        the way to get the real models (one click away). The fallback is not the user's choice:
+        the next start tries the chosen profile again. Already on an offline profile: say what
+        is missing and offer the other one."""
         wanted = self.settings.app.profile
+        retried, self.retry_of = self.retry_of == wanted, None
         text = str(exc).replace(offline_hint(), "").strip()
         offline = [p for p in offline_profiles() if p != wanted]
         if not offline:
@@ -176,15 +187,23 @@ class App:
             self.bridge.post(StatusMessage(0, 0.0, text, "error"))
             self.window.offer_profile(fallback, f"Use the offline profile ({fallback})")
             return
-        self.restart(profile=fallback)
+        self.restart(profile=fallback, fallback=True)
         if self.settings.app.profile != fallback:
-            return   # the fallback itself could not be loaded; restart() said why (and remembered it)
-        self.bridge.post(StatusMessage(0, 0.0, (
-            f"The models of the {wanted!r} profile are not on this machine and cannot be downloaded now "
-            f"({text}). Foresay runs on the offline {fallback!r} profile instead: small models trained "
-            f"in-house that know only a toy domain (capitals, timers, arithmetic, ...). To get the real "
-            f"models, connect to the internet and click \u201cGet the real models\u201d (or choose the "
-            f"{wanted!r} profile in File \u25b8 Settings)."), "warning"))
+            return   # the fallback itself could not be loaded; restart() said why
+        self.fallback_from = wanted
+        self.window.set_state_line(offline_state(fallback))
+        if retried:   # "Get the real models" clicked, still without them
+            self.bridge.post(StatusMessage(0, 0.0, (
+                f"Cannot get the real models of the {wanted!r} profile now: {text.rstrip('.')}. Foresay "
+                f"stays on the offline {fallback!r} profile; connect to the internet and click "
+                f"\u201cGet the real models\u201d again."), "error"))
+        else:
+            self.bridge.post(StatusMessage(0, 0.0, (
+                f"The {wanted!r} profile cannot start: {text.rstrip('.')}. Foresay runs on the offline "
+                f"{fallback!r} profile instead: small "
+                f"models trained in-house that know only a toy domain (capitals, timers, arithmetic, ...). "
+                f"To get the real models, connect to the internet and click \u201cGet the real models\u201d; "
+                f"each start tries the {wanted!r} profile first."), "warning"))
         self.window.offer_profile(wanted, f"Get the real models ({wanted})")
 
 
