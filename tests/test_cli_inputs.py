@@ -59,9 +59,9 @@ def test_a_realtime_file_source_is_paced_whatever_its_first_timestamp(tmp_path):
 @pytest.mark.parametrize("model", ["/missing", "/missing/model.gguf"])
 def test_a_missing_local_model_is_a_wrong_path_not_an_offline_problem(tmp_path, capsys, model):
     assert main(["replay", str(_wav(tmp_path)), "--profile", "demo", "--set", f"llm.model={model}"]) == 2
-    err = capsys.readouterr().err
-    assert "does not exist; check the path (llm.model)" in err
-    assert "internet" not in err and "--profile" not in err
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("foresay: error:")]
+    assert len(error) == 1 and "does not exist; check the path (llm.model)" in error[0]
+    assert "internet" not in error[0] and "--profile" not in error[0]
 
 
 @pytest.mark.parametrize("before", [None, 0o600, 0o640])
