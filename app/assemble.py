@@ -7,6 +7,7 @@ import logging
 from typing import Callable
 
 from foresay.app.config import Settings
+from foresay.app.demo_profile import assistant_intro, ear_words, own_ear_note
 from foresay.app.downloads import download_models, offline_hint
 from foresay.engine.errors import ModelFileMissing, ModelUnavailable
 from foresay.app.history import HistoryStore
@@ -27,6 +28,17 @@ def make_endpointer(settings: Settings):
     audio = settings.audio
     config = replace(audio.endpointer, mode=settings.app.mode)
     return Endpointer(make_vad(audio.vad), config, policy=audio.turn_policy(settings.app.adaptive_endpointing))
+
+
+def ready_line(settings: Settings, chat: str) -> str:
+    """The window's line once loaded: the profile, the chat model and the ear; when the demo
+    hears with its own Whisper for want of a real one, that too (also logged)."""
+    line = f"ready: {settings.app.profile} profile, {chat}, hearing with {ear_words(settings.asr)}"
+    note = own_ear_note(settings.app.profile, settings.asr)
+    if note:
+        log.warning(note)
+        line += f"; {note}"
+    return line
 
 
 def share_cores(settings: Settings) -> None:
@@ -108,5 +120,6 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")
-    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}", "info"))
+    publish(assistant_intro(settings.llm.model))
+    publish(StatusMessage(0, 0.0, ready_line(settings, lm.description), "info"))
     return pipeline

@@ -207,7 +207,10 @@ PROFILES: dict[str, dict] = {
         "asr": {"target": "base.en", "backend": "faster-whisper", "device": "cpu", "compute_type": "int8"},
         "tts": {"engine": "espeak"},
     },
-    "demo": {  # offline: the chat model and the Whisper pair trained in-house (toy domain), on CPU
+    # offline: the chat model and the Whisper pair trained in-house (toy domain), on CPU. The pair
+    # has only heard espeak-ng voices: where a real Whisper is on this machine, `demo` hears with it
+    # instead (`profile_table`); `demo-own-ear` always runs the pair (the demo benchmarks and tests).
+    "demo": {
         "llm": {"model": "demo", "device": "cpu"},
         "asr": {"target": "demo", "draft": "demo-draft", "backend": "specasr", "device": "cpu"},
         # The demo Whispers were trained without a previous-text prompt, and they complete a
@@ -229,7 +232,20 @@ PROFILES: dict[str, dict] = {
         "predgen": {"max_new_tokens": 48},
     },
 }
+PROFILES["demo-own-ear"] = PROFILES["demo"]
 OFFLINE_PROFILES = ("demo", "tiny-random")
+
+
+def profile_table(name: str) -> dict:
+    """The partial config of profile `name` on this machine. The one choice made here: `demo` hears
+    with a real Whisper where one is present (`demo_profile.real_whisper_table`), with the streaming
+    defaults made for real Whispers instead of the settings tuned for the demo pair."""
+    if name == "demo":
+        from foresay.app.demo_profile import real_whisper_table
+        ear = real_whisper_table()
+        if ear is not None:
+            return {**{k: v for k, v in PROFILES[name].items() if k not in ("asr", "streaming")}, **ear}
+    return PROFILES[name]
 
 
 def auto_profile() -> str:
@@ -331,5 +347,5 @@ def load_settings(path: Path | None = None, profile: str | None = None,
     chosen = auto_profile() if name == "auto" else name
     if chosen not in PROFILES:
         raise ConfigError(f"unknown profile {name!r} (profiles: auto, {', '.join(PROFILES)})")
-    table = merge(merge(PROFILES[chosen], table), {"app": {"profile": chosen}})
+    table = merge(merge(profile_table(chosen), table), {"app": {"profile": chosen}})
     return build(Settings, table, "")

@@ -139,8 +139,19 @@ def check_models(settings=None) -> list[Check]:
                   "with progress", "nothing to do with a network connection", essential=False)]
 
 
+def check_demo_ear() -> list[Check]:
+    """Which Whisper the demo profile hears with: a real one when fetched, else its own pair."""
+    from foresay.app.demo_profile import OWN_EAR_NOTE, REAL_EAR, real_whisper
+
+    folder = real_whisper()
+    if folder is not None:
+        return [Check("demo's speech recognizer", True, f"Whisper tiny.en ({folder}), which hears people")]
+    return [Check("demo's speech recognizer", False, OWN_EAR_NOTE.split(":")[0],
+                  f"foresay models fetch {REAL_EAR}", essential=False)]
+
+
 CHECKS: list[Callable[[], list[Check]]] = [check_packages, check_torch, check_portaudio, check_espeak,
-                                           check_zonos, check_models]
+                                           check_zonos, check_models, check_demo_ear]
 
 
 def run_checks(checks=None, settings=None) -> list[Check]:
