@@ -1,6 +1,7 @@
 """The demo profile end to end, offline: a held-out request spoken in a held-out voice goes through
 the whole pipeline (VAD, streaming SpecASR on the demo Whisper pair, PredGen on the demo chat
-model, espeak-ng) and comes back as the domain's correct reply."""
+model, espeak-ng) and comes back as the domain's correct reply; with a real Whisper fetched, a
+request in a real voice (Piper) is heard word for word and answered."""
 import json
 
 from foresay.app.bench.demo import held_out_requests
@@ -8,8 +9,8 @@ from foresay.app.cli import main
 from foresay.app.config import load_settings
 
 
-def test_the_demo_profile_is_offline_and_uses_the_trained_pair():
-    settings = load_settings(profile="demo")
+def test_the_demo_own_ear_profile_is_offline_and_uses_the_trained_pair():
+    settings = load_settings(profile="demo-own-ear")
     assert (settings.llm.model, settings.asr.target, settings.asr.draft) == ("demo", "demo", "demo-draft")
     assert settings.asr.chosen_backend == "specasr" and settings.streaming.prompt_tokens == 0
     assert settings.streaming.final_redecode and settings.app.adaptive_endpointing
@@ -55,3 +56,30 @@ def test_a_request_answered_right_is_not_a_miss_for_a_missing_word():
     assert result_lines(result).startswith("ok ") and "not word for word" in result_lines(result)
     wrong = DemoResult(request, request.text, "Brazil is in Europe.", 1.5, None)
     assert result_lines(wrong).startswith("MISS") and "expected 'Brazil is in South America.'" in result_lines(wrong)
+
+
+def piper_request(text: str, path, voice_folder):
+    """`text` spoken by the Piper voice, at 16 kHz with half a second of silence around it."""
+    import numpy as np
+    from piper import PiperVoice
+
+    from foresay.audio.resample import resample
+    from foresay.engine.demo.speech import SAMPLE_RATE, write_wav
+
+    chunks = list(PiperVoice.load(voice_folder / "en_US-joe-medium.onnx").synthesize(text))
+    speech = resample(np.concatenate([c.audio_float_array for c in chunks]), chunks[0].sample_rate, SAMPLE_RATE)
+    silence = np.zeros(SAMPLE_RATE // 2, dtype=np.float32)
+    return write_wav(path, np.concatenate([silence, speech.astype(np.float32), silence]))
+
+
+def test_a_real_voice_is_heard_word_for_word_by_the_demo_with_a_real_whisper(registry_model, tmp_path):
+    """One of the examples the window offers, in Piper's joe voice (a real voice, unlike the
+    espeak-ng ones the demo's own Whisper learned from), replayed paced through `--profile demo`:
+    the real Whisper hears it word for word and the demo chat model answers it right."""
+    registry_model("whisper-tiny.en")
+    wav = piper_request("What currency does Canada use?", tmp_path / "request.wav",
+                        registry_model("piper-en_US-joe-medium"))
+    metrics = tmp_path / "turns.jsonl"
+    assert main(["replay", str(wav), "--profile", "demo", "--metrics", str(metrics)]) == 0
+    [turn] = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert (turn["user_text"], turn["reply_text"]) == ("What currency does Canada use?", "Canada uses the dollar.")

@@ -9,7 +9,7 @@ import pytest
 from foresay.app.commands import replay
 from foresay.app.config import load_settings
 from foresay.engine.errors import ModelUnavailable
-from foresay.engine.events import AudioChunk, FinalTranscript, SentenceReady
+from foresay.engine.events import AssistantIntro, AudioChunk, FinalTranscript, SentenceReady, StatusMessage
 
 
 def speak(text: str, path) -> tuple[np.ndarray, int]:
@@ -58,6 +58,10 @@ def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
     finals = [e.turn_id for e in seen if isinstance(e, FinalTranscript)]
     assert finals == [1, 2]
     assert len([e for e in seen if isinstance(e, SentenceReady)]) >= 2
+    # once loaded: the chat model's intro (none for a general model: it clears a demo's) and the ear
+    assert [e.knows for e in seen if isinstance(e, AssistantIntro)] == [""]
+    assert any(isinstance(e, StatusMessage) and e.text.startswith("ready: tiny-random profile, ") and
+               e.text.endswith("hearing with tiny-random + tiny-random-draft (specasr)") for e in seen)
 
 
 def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):

@@ -1,9 +1,11 @@
 """`foresay bench demo`: the demo profile end to end on held-out requests in held-out voices.
 
-Each request (the first turn of a held-out test dialogue, so its reply needs no context) is
-spoken by espeak-ng in a voice setting no training clip uses, written to a WAV with silence
-around it, and replayed through the whole pipeline (`foresay replay`'s code path) with a fresh
-conversation. Three figures, each saying what it measures:
+It runs the `demo-own-ear` profile (the demo with its own Whisper pair, whatever is on this
+machine) unless `--profile` says otherwise: `--profile demo` measures the real Whisper it hears
+with where one is fetched. Each request (the first turn of a held-out test dialogue, so its
+reply needs no context) is spoken by espeak-ng in a voice setting no training clip uses, written
+to a WAV with silence around it, and replayed through the whole pipeline (`foresay replay`'s
+code path) with a fresh conversation. Three figures, each saying what it measures:
 
 - answered right: the spoken reply is the domain's correct reply (what the user hears; a request
   heard with a word missing but answered right counts, e.g. "on what continent is Brazil?" heard
@@ -143,7 +145,8 @@ def run_bench_demo(args) -> int:
 
 
 def register(benches) -> None:
-    p = benches.add_parser("demo", help="the demo profile end to end: held-out spoken requests -> replies")
+    p = benches.add_parser("demo", help="the demo profile end to end: held-out spoken requests -> replies (its "
+                           "own Whisper pair, demo-own-ear, unless --profile demo gives it a real one)")
     p.add_argument("--requests", type=int, default=20, help="held-out requests to speak and replay")
     p.add_argument("--data-seed", type=int, default=0, help="seed of the dialogue generator")
     p.add_argument("--realtime", action="store_true",
@@ -152,4 +155,4 @@ def register(benches) -> None:
     p.add_argument("--json", metavar="OUT")
     add_force_argument(p)
     add_settings_arguments(p)
-    p.set_defaults(func=run_bench_demo, profile="demo")
+    p.set_defaults(func=run_bench_demo, profile="demo-own-ear")
