@@ -5,6 +5,10 @@ perturbed, so a draft agrees with the target most of the time but not always (a 
 acceptance pattern for tests and `foresay bench asr`). Both are built deterministically from a
 seed into a folder laid out like a hub checkout (weights, generation config, tokenizer.json,
 preprocessor_config.json), so the ordinary loading path reads them.
+
+`medium.en-random` and `tiny.en-random` have the shapes of the English Whisper checkpoints
+SpecASR pairs, random weights at transformers' usual scale, stored in float16: GPU pass costs
+without a download (the GPU kit's replay and SpecASR finals). They hear nothing.
 """
 from __future__ import annotations
 
@@ -40,11 +44,16 @@ class FixtureRecipe:
     # it disagrees where the target itself is unsure (a random network amplifies any earlier
     # change chaotically and would disagree everywhere).
     perturb_prefix: str = "model.decoder.layers.1.fc2."
+    weights_dtype: str = "float32"  # stored precision (float16 halves a full-size fixture's disk)
 
 
 FIXTURES: dict[str, FixtureRecipe] = {
     "tiny-random": FixtureRecipe(seed=1234),
     "tiny-random-draft": FixtureRecipe(seed=4321, perturb_from="tiny-random", perturb_std=0.15),
+    "medium.en-random": FixtureRecipe(seed=1024, d_model=1024, layers=24, heads=16, ffn=4096, init_std=0.02,
+                                      weights_dtype="float16"),
+    "tiny.en-random": FixtureRecipe(seed=384, d_model=384, layers=4, heads=6, ffn=1536, init_std=0.02,
+                                    weights_dtype="float16"),
 }
 
 
@@ -117,7 +126,7 @@ def _build(name: str, recipe: FixtureRecipe, out: Path, root: Path) -> None:
     generation.decoder_start_token_id = ids["<|startoftranscript|>"]
     generation.no_timestamps_token_id = ids["<|notimestamps|>"]
     generation.is_multilingual = False
-    model.save_pretrained(out)
+    model.to(getattr(torch, recipe.weights_dtype)).save_pretrained(out)
     tokenizer.save(str(out / "tokenizer.json"))
     WhisperFeatureExtractor(feature_size=80).save_pretrained(out)
 
