@@ -66,7 +66,7 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
            "exact": bool(lm.cache_kind == "static" and lm.exact and lm.static_engine().exact_verified)}
     conversations = load_prompts(None, args.prompts, multi_turn=False)
     config = PredGenConfig(max_new_tokens=args.max_new_tokens)
-    results = run_methods(lm, ["baseline", "greedy"], conversations, config, 600 / 60)
+    results = run_methods(lm, ["baseline", "greedy"], conversations, config, args.speed / 60)
     greedy = summarize("greedy", results["greedy"], results["baseline"])
     predgen = {"reply_identical": greedy["reply_identical"], "speedup": round(greedy["speedup"], 3)}
     print(f"llm {args.llm} on {lm.device}: {lm.cache_kind} cache, warm-up {warmup_s:.2f} s", file=sys.stderr)
@@ -161,6 +161,8 @@ def complete(args: argparse.Namespace) -> argparse.Namespace:
     from foresay.engine.errors import ForesayError
     from foresay.engine.llm.model import pick_device
 
+    if args.speed <= 0:
+        raise ForesayError("--speed must be a positive number of characters per minute")
     if args.windows and max(args.windows) > 30:
         raise ForesayError(f"--windows: a Whisper window is at most 30 s, got {max(args.windows)}")
     args.device_obj = pick_device(args.device)
@@ -217,6 +219,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Whisper encoder windows in seconds, at most 30, comma-separated (default 10,30)")
     p.add_argument("--prompts", type=int, help="PredGen prompts (default 6; 2 with --small)")
     p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--speed", type=float, default=600, help="PredGen's speaking rate, characters per minute")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
     p.set_defaults(func=run)
