@@ -133,3 +133,18 @@ def test_unknown_section_is_a_one_line_error(capsys):
     with pytest.raises(SystemExit):
         gpu_kit.main(["--out", "x", "--sections", "bench_gpu,nope"])
     assert "unknown section(s) nope" in capsys.readouterr().err
+
+
+def test_the_gpu_sections_name_models_that_exist_offline():
+    """The GPU-only pairs are not run here: each name must be a fixture or a shipped model."""
+    from foresay.app.bench import gpu_kit_sections as sections
+    from foresay.engine.asr.llm.fixtures import is_llm_fixture
+    from foresay.engine.asr.whisper.fixtures import is_fixture
+    from foresay.engine.llm.fixtures import FIXTURES
+    from foresay.engine.model_registry import SHIPPED_LLM_ASR, SHIPPED_WHISPER
+
+    for pair in sections.WHISPER_PAIRS["gpu"]:
+        assert all(is_fixture(name) or name in SHIPPED_WHISPER for name in pair), pair
+    for pair in sections.LLM_ASR_PAIRS["gpu"]:
+        assert all(is_llm_fixture(name) or name in SHIPPED_LLM_ASR for name in pair), pair
+    assert sections.Kit("cuda", False, Path("."), Path("r.wav")).llm() in FIXTURES

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.asr.errors import AsrError
-from foresay.engine.asr.whisper.fixtures import _built_once, _perturbed, default_fixture_root
+from foresay.engine.asr.whisper.fixtures import _built_once, _perturbed, build_device, default_fixture_root
 
 FORMAT_VERSION = "1"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>",
@@ -51,6 +51,7 @@ class LlmFixtureRecipe:
     perturb_std: float = 0.0  # noise relative to each perturbed tensor's own standard deviation
     perturb_prefix: str = "model.language_model.layers.1.mlp.down_proj."
     weights_dtype: str = "float32"  # stored precision
+    build_on_gpu: bool = False  # initialized on a GPU where there is one (full-size shapes: seconds, not minutes)
 
 
 LLM_FIXTURES: dict[str, LlmFixtureRecipe] = {
@@ -60,11 +61,11 @@ LLM_FIXTURES: dict[str, LlmFixtureRecipe] = {
     "qwen3-asr-1.7b-random": LlmFixtureRecipe(seed=17, vocab_rows=151936, hidden=2048, layers=28, heads=16,
                                               kv_heads=8, ffn=6144, head_dim=128, audio_d_model=1024,
                                               audio_layers=24, audio_heads=16, audio_ffn=4096, audio_downsample=480,
-                                              init_std=0.02, weights_dtype="bfloat16"),
+                                              init_std=0.02, weights_dtype="bfloat16", build_on_gpu=True),
     "qwen3-asr-0.6b-random": LlmFixtureRecipe(seed=6, vocab_rows=151936, hidden=1024, layers=28, heads=16,
                                               kv_heads=8, ffn=3072, head_dim=128, audio_d_model=896,
                                               audio_layers=18, audio_heads=14, audio_ffn=3584, audio_downsample=480,
-                                              init_std=0.02, weights_dtype="bfloat16"),
+                                              init_std=0.02, weights_dtype="bfloat16", build_on_gpu=True),
 }
 
 
@@ -136,7 +137,8 @@ def _build(recipe: LlmFixtureRecipe, out: Path, root: Path) -> None:
     else:
         tokenizer = build_tokenizer(recipe.text_tokens)
         torch.manual_seed(recipe.seed)
-        model = Qwen3ASRForConditionalGeneration(qwen3_asr_config(tokenizer, recipe)).eval()
+        with torch.device(build_device(recipe.build_on_gpu)):
+            model = Qwen3ASRForConditionalGeneration(qwen3_asr_config(tokenizer, recipe)).eval()
         tokenizer.save(str(out / "tokenizer.json"))
     model.to(getattr(torch, recipe.weights_dtype)).save_pretrained(out)
     Qwen3ASRFeatureExtractor().save_pretrained(out)
