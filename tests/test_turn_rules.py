@@ -73,6 +73,7 @@ def test_smart_turn_waits_for_voice_then_falls_back_to_a_long_silence():
     assert last_voiced == pytest.approx(3.0, abs=FRAME_S) and 3.2 <= t - last_voiced < 3.2 + 2 * FRAME_S
     assert len(model.heard) == 2 and len(model.heard[1]) > len(model.heard[0])   # the whole turn again
     assert rule.probabilities == [0.2, 0.3]
+    assert rule.counts == {"model_calls": 2, "ended_by_model": 0, "ended_by_fallback": 1}
     # the same answers above a lower threshold end the turn in the pause: a cut-off
     cut = replay(SmartTurnRule(Scripted([0.2, 0.3]), threshold=0.1), frames)
     assert len(cut.ends) == 2
@@ -136,3 +137,5 @@ def test_bench_turn_rules_runs_smart_turn_behind_silero(pause_set, tmp_path, reg
     point = report["points"][0]["all"]
     assert point["turns_expected"] == 2 and point["turns_found"] >= 2
     assert report["smart_turn"]["distinct_turn_audio_scored"] >= 2   # at the pause and at the end, at least
+    assert point["ended_by_model"] + point["ended_by_fallback"] == point["turns_found"]
+    assert point["model_calls"] >= report["smart_turn"]["distinct_turn_audio_scored"]

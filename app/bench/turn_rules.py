@@ -35,8 +35,10 @@ EPS = 1e-9
 
 class TurnRule:
     """Interface: `reset()` before a recording, `push(frame, voiced, t)` for each frame;
-    `longest_wait_s` is the longest silence after the voice it may need to declare an end."""
+    `longest_wait_s` is the longest silence after the voice it may need to declare an end;
+    `counts` what the rule did in the recording (why turns ended, ...), for the report."""
     longest_wait_s: float = 1.0
+    counts: dict[str, int] = {}
 
     def reset(self) -> None:
         raise NotImplementedError
@@ -64,6 +66,7 @@ class VadTurnRule(TurnRule):
         self.turn_id: int | None = None  # the open turn
         self._recent: list[tuple[float, np.ndarray]] = []  # frames, while no turn is open
         self.audio: list[np.ndarray] = []  # the open turn's audio
+        self.counts = {}
 
     def push(self, frame: np.ndarray, voiced: bool, t: float) -> list[Event]:
         t_end = t + len(frame) / SAMPLE_RATE
@@ -144,6 +147,7 @@ class SmartTurnRule(VadTurnRule):
         super().reset()
         self._fallback_at: float | None = None
         self.probabilities: list[float] = []
+        self.counts = {"model_calls": 0, "ended_by_model": 0, "ended_by_fallback": 0}
 
     def _voice_again(self) -> None:
         self._fallback_at = None
@@ -153,8 +157,10 @@ class SmartTurnRule(VadTurnRule):
             return []
         p = self.predict(np.concatenate(self.audio))
         self.probabilities.append(p)
+        self.counts["model_calls"] += 1
         if p > self.threshold:
             self._fallback_at = None
+            self.counts["ended_by_model"] += 1
             return self.end(t + self.latency_s)
         self._fallback_at = t + self.fallback_s
         return []
@@ -162,12 +168,14 @@ class SmartTurnRule(VadTurnRule):
     def _tick(self, t: float) -> list[Event]:
         if self._fallback_at is not None and t >= self._fallback_at - EPS:
             self._fallback_at = None
+            self.counts["ended_by_fallback"] += 1
             return self.end(t)
         return []
 
 
 def replay(rule: TurnRule, frames: list[tuple[np.ndarray, bool, float]]) -> Observed:
-    """One recording's frames (frame, voiced, t from its first sample) through `rule`."""
+    """One recording's frames (frame, voiced, t from its first sample) through `rule` (its
+    `counts` then tell what it did in this recording)."""
     rule.reset()
     obs = Observed()
     for frame, voiced, t in frames:

@@ -91,26 +91,36 @@ def sweep(make_rule: Callable[[float], TurnRule], values: list[float], sets: lis
         if rule.longest_wait_s > PAD_S - 0.5:
             raise ForesayError(f"a rule that waits {rule.longest_wait_s:g} s does not fit the {PAD_S:g} s replayed "
                                "after each recording")
-        per_set, all_recordings, all_observed = {}, [], []
+        per_set, all_recordings, all_observed, all_counts = {}, [], [], {}
         for name, recordings, frames in sets:
-            observed = [replay(rule, f) for f in frames]
+            observed, counts = [], {}
+            for f in frames:
+                observed.append(replay(rule, f))
+                for key, n in rule.counts.items():
+                    counts[key] = counts.get(key, 0) + n
+                    all_counts[key] = all_counts.get(key, 0) + n
             report = score(recordings, observed)
-            per_set[name] = {k: report[k] for k in KEYS}
+            per_set[name] = {**{k: report[k] for k in KEYS}, **counts}
             all_recordings += recordings
             all_observed += observed
         report = score(all_recordings, all_observed)
-        points.append({"value": value, "all": {k: report[k] for k in KEYS}, "per_set": per_set})
+        points.append({"value": value, "all": {**{k: report[k] for k in KEYS}, **all_counts}, "per_set": per_set})
     return points
 
 
 def table(points: list[dict], parameter: str) -> str:
-    lines = [f"| {parameter} | turns found / expected | premature cut-offs (resumed) | merged | endpoint delay "
-             "median / p90 ms |", "|---|---|---|---|---|"]
+    """The curve as a markdown table; the rule's own counts (e.g. why turns ended) close each row."""
+    extra = [k for k in points[0]["all"] if k not in KEYS] if points else []
+    lines = ["| " + " | ".join([parameter, "turns found / expected", "premature cut-offs (resumed)", "merged",
+                                "endpoint delay median / p90 ms", *(k.replace("_", " ") for k in extra)]) + " |",
+             "|---" * (5 + len(extra)) + "|"]
     for point in points:
         r = point["all"]
         delay = r["endpoint_delay_ms"]
-        lines.append(f"| {point['value']:g} | {r['turns_found']} / {r['turns_expected']} | {r['premature_cutoffs']} "
-                     f"({r['premature_recovered']}) | {r['merged_requests']} | {delay['median']} / {delay['p90']} |")
+        cells = [f"{point['value']:g}", f"{r['turns_found']} / {r['turns_expected']}",
+                 f"{r['premature_cutoffs']} ({r['premature_recovered']})", str(r["merged_requests"]),
+                 f"{delay['median']} / {delay['p90']}", *(str(r[k]) for k in extra)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
