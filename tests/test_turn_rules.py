@@ -89,6 +89,7 @@ def test_the_sweep_scores_each_value_with_the_bench_turns_scoring():
     points = sweep(lambda s: FixedSilenceRule(s), [0.3, 0.5], [("pause", [rec], [frames])])
     short, long = (p["all"] for p in points)
     assert (short["premature_cutoffs"], short["premature_recovered"], short["turns_found"]) == (1, 0, 2)
+    assert short["requests_cut"] == 1 and long["requests_cut"] == 0
     assert long["premature_cutoffs"] == 0 and long["merged_requests"] == 0
     assert 500 <= long["endpoint_delay_ms"]["median"] < 500 + 1000 * FRAME_S
     assert points[0]["per_set"]["pause"] == short

@@ -29,8 +29,8 @@ from foresay.app.bench.turns import read_set, score
 from foresay.engine.errors import ForesayError
 
 PAD_S = 4.0  # silence after each recording: room for the longest wait (fallback 3 s + stop 0.2 s)
-KEYS = ("turns_expected", "turns_found", "premature_cutoffs", "premature_recovered", "merged_requests",
-        "endpoint_delay_ms")
+KEYS = ("turns_expected", "turns_found", "premature_cutoffs", "premature_recovered", "requests_cut",
+        "merged_requests", "endpoint_delay_ms")
 DEFAULT_SWEEP = {"fixed": "0.3:1.2:0.1", "smart-turn": "0.3:0.9:0.1"}
 
 
@@ -111,14 +111,14 @@ def sweep(make_rule: Callable[[float], TurnRule], values: list[float], sets: lis
 def table(points: list[dict], parameter: str) -> str:
     """The curve as a markdown table; the rule's own counts (e.g. why turns ended) close each row."""
     extra = [k for k in points[0]["all"] if k not in KEYS] if points else []
-    lines = ["| " + " | ".join([parameter, "turns found / expected", "premature cut-offs (resumed)", "merged",
+    lines = ["| " + " | ".join([parameter, "turns found / expected", "premature cut-offs (resumed)", "requests cut", "merged",
                                 "endpoint delay median / p90 ms", *(k.replace("_", " ") for k in extra)]) + " |",
-             "|---" * (5 + len(extra)) + "|"]
+             "|---" * (6 + len(extra)) + "|"]
     for point in points:
         r = point["all"]
         delay = r["endpoint_delay_ms"]
         cells = [f"{point['value']:g}", f"{r['turns_found']} / {r['turns_expected']}",
-                 f"{r['premature_cutoffs']} ({r['premature_recovered']})", str(r["merged_requests"]),
+                 f"{r['premature_cutoffs']} ({r['premature_recovered']})", str(r["requests_cut"]), str(r["merged_requests"]),
                  f"{delay['median']} / {delay['p90']}", *(str(r[k]) for k in extra)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
