@@ -8,7 +8,8 @@ the `Observed` that `turns.score` scores, so any rule, Foresay's own decision in
 has this shape, is measured by the same code on the same audio.
 
 The two reference rules follow pipecat's VAD (`VADParams`: a start once `start_s` of voiced
-frames run unbroken, a stop once `stop_s` of unvoiced ones do; its loudness gate is left out):
+frames run unbroken, a stop once `stop_s` of unvoiced ones do, each rounded to whole frames;
+its loudness gate is left out):
 
 - `FixedSilenceRule(silence_s)`: the turn ends at the VAD stop, with `stop_s` = the silence
   (what a plain VAD turn taker ships; 0.7 s is a common default).
@@ -31,6 +32,11 @@ from foresay.audio.blocks import SAMPLE_RATE
 from foresay.engine.events import Event, SpeechStarted, TurnEnded, TurnResumed
 
 EPS = 1e-9
+
+
+def _frames(seconds: float, frame_s: float) -> int:
+    """A duration in whole VAD frames, rounded as pipecat's VAD rounds it (at least one)."""
+    return max(1, round(seconds / frame_s))
 
 
 class TurnRule:
@@ -60,7 +66,8 @@ class VadTurnRule(TurnRule):
 
     def reset(self) -> None:
         self._speaking = False          # the VAD's state: speaking or stopping (else quiet or starting)
-        self._run_start: float | None = None   # first frame of the current unbroken voiced run
+        self._run = 0                   # voiced frames in a row
+        self._silent = 0                # unvoiced frames since the last voiced one
         self._last_voiced = 0.0         # end of the last voiced frame
         self._next_id = 1
         self.turn_id: int | None = None  # the open turn
@@ -69,7 +76,8 @@ class VadTurnRule(TurnRule):
         self.counts = {}
 
     def push(self, frame: np.ndarray, voiced: bool, t: float) -> list[Event]:
-        t_end = t + len(frame) / SAMPLE_RATE
+        frame_s = len(frame) / SAMPLE_RATE
+        t_end = t + frame_s
         events: list[Event] = []
         if self.turn_id is None:
             self._recent.append((t, frame))
@@ -79,15 +87,14 @@ class VadTurnRule(TurnRule):
         else:
             self.audio.append(frame)
         if voiced:
-            self._last_voiced = t_end
-            if self._run_start is None:
-                self._run_start = t
-            if not self._speaking and t_end - self._run_start >= self.start_s - EPS:
+            self._last_voiced, self._silent = t_end, 0
+            self._run = self._run + 1
+            if not self._speaking and self._run >= _frames(self.start_s, frame_s):
                 self._speaking = True
-                events += self._started(self._run_start)
+                events += self._started(t_end - self._run * frame_s)
         else:
-            self._run_start = None
-            if self._speaking and t_end - self._last_voiced >= self.stop_s - EPS:
+            self._run, self._silent = 0, self._silent + 1
+            if self._speaking and self._silent >= _frames(self.stop_s, frame_s):
                 self._speaking = False
                 events += self._stopped(t_end)
         if self.turn_id is not None:
