@@ -24,6 +24,7 @@ def test_scoring_counts_cutoffs_resumed_turns_and_delays_from_the_truth(tmp_path
     report = score([rec], [obs])
     assert report["turns_expected"] == 2 and report["turns_found"] == 2
     assert report["premature_cutoffs"] == 1 and report["premature_recovered"] == 1 and report["resumed"] == 1
+    assert report["requests_cut"] == 1 and report["merged_requests"] == 0
     assert report["endpoint_delay_ms"]["median"] == pytest.approx(250.0)   # 200 and 300 ms
     # voice-to-voice from the truth end: 300 - 20 and 400 - 30
     assert report["voice_to_voice_ms"]["median"] == pytest.approx(325.0)
