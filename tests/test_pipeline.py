@@ -178,7 +178,7 @@ def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
 
     pipeline = asyncio.run(main())
     assert pipeline.speaker.tts.name != "zonos"
-    assert any(isinstance(e, StatusMessage) and "espeak-ng instead" in e.text for e in seen)
+    assert any(isinstance(e, StatusMessage) and "voice: espeak-ng" in e.text and "Zonos is not installed" in e.text for e in seen)
 
 
 def test_speaking_over_the_reply_interrupts_it_and_starts_the_next_turn(tmp_path, settings):
