@@ -48,7 +48,8 @@ def _hub_offline() -> bool:
 
 def choose_voice(settings: Settings) -> VoiceChoice:
     """The voice `settings` asks for, or espeak-ng with the reason (nothing is downloaded here)."""
-    from foresay.engine.tts.piper_voices import HUB_REPO, fetch_hint, hub_files, is_voice_path, local_voice
+    from foresay.engine.tts.piper_voices import (HUB_REPO, check_voice_files, fetch_hint, hub_files, is_voice_path,
+                                                 local_voice)
 
     tts = settings.tts
     if tts.engine == "espeak":
@@ -58,8 +59,8 @@ def choose_voice(settings: Settings) -> VoiceChoice:
             return _espeak(settings, ZONOS_MISSING)
         return VoiceChoice(tts.zonos, f"Zonos {tts.zonos.model}")
     config = tts.engine_config()
-    if is_voice_path(config.voice):
-        return VoiceChoice(config, f"Piper {config.voice}")
+    if is_voice_path(config.voice):  # a bad file is an error, never replaced by another voice
+        return VoiceChoice(config, f"Piper {check_voice_files(config.voice).model}")
     found = local_voice(config.voice)
     if found is not None:
         return VoiceChoice(config, f"Piper {found.name}")

@@ -49,7 +49,11 @@ def split_graph(model_path) -> tuple[bytes, bytes, str] | None:
     except ImportError:
         log.warning("the onnx package is missing: Piper speaks each sentence whole (pip install onnx)")
         return None
-    graph_model = onnx.load(str(model_path))
+    try:
+        graph_model = onnx.load(str(model_path))
+    except Exception as exc:  # protobuf's DecodeError and kin: a damaged or foreign file
+        raise InvalidTtsConfig(f"{model_path} is not a usable Piper voice: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}") from None
     graph = graph_model.graph
     cut = next((n.input[0] for n in graph.node if n.op_type == "Conv" and DECODER_WEIGHT in n.input), None)
     if cut is None:
