@@ -70,6 +70,26 @@ def choose_voice(settings: Settings) -> VoiceChoice:
                        download=HubDownload(HUB_REPO, hub_files(config.voice), None, f"voice {config.voice}"))
 
 
+def shown_voice(settings: Settings) -> str:
+    """The voice the settings dialog shows: the Piper voice when Piper speaks, else espeak-ng's."""
+    if settings.tts.engine == "piper":
+        return settings.tts.engine_config().voice
+    return settings.tts.espeak.voice.voice
+
+
+def with_voice(settings: Settings, voice: str) -> Settings:
+    """`voice` from the settings dialog: a Piper voice name or .onnx path becomes the Piper voice,
+    anything else the espeak-ng voice. The engine stays the profile's (tts.engine chooses it)."""
+    from dataclasses import replace
+
+    from foresay.engine.tts.piper_voices import is_voice_name
+
+    tts, voice = settings.tts, voice.strip()
+    if is_voice_name(voice):
+        return replace(settings, tts=replace(tts, voice=voice))
+    return replace(settings, tts=replace(tts, espeak=replace(tts.espeak, voice=replace(tts.espeak.voice, voice=voice))))
+
+
 def fetch_voice(settings: Settings, choice: VoiceChoice, fetch: Callable[[HubDownload], object]) -> VoiceChoice:
     """Downloads the choice's voice (blocking); espeak-ng with the reason when that fails."""
     if choice.download is None:

@@ -31,6 +31,11 @@ def is_voice_path(spec: str) -> bool:
     return spec.endswith(".onnx") or "/" in spec or "\\" in spec or spec.startswith((".", "~"))
 
 
+def is_voice_name(spec: str) -> bool:
+    """A Piper voice name (language_REGION-speaker-quality) or path, not, say, an espeak-ng voice."""
+    return is_voice_path(spec) or _NAME.match(spec) is not None
+
+
 def hub_files(name: str) -> tuple[str, str]:
     """The voice's model and config paths in the hub repository."""
     match = _NAME.match(name)
