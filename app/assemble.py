@@ -48,6 +48,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     from foresay.audio.echo import make_echo_canceller
     from foresay.audio.listener import Listener
     from foresay.engine.asr import StreamingAsr, build_backend
+    from foresay.engine.compute_gate import ComputeGate
     from foresay.engine.llm.backend import load_llm
     from foresay.engine.predgen.strategies import prepare_continuation
     from foresay.engine.predgen.conversation import Conversation
@@ -90,17 +91,18 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     if history is not None and history.turns:
         conversation.load(history.messages())
     bus = EventBus(observers)
-    asr = StreamingAsr(backend, bus.emit, settings.streaming)
+    gate = ComputeGate()  # ASR and LLM share the CPU cores or the GPU: an ASR decode goes first
+    asr = StreamingAsr(backend, bus.emit, settings.streaming, gate=gate)
     bargein = BargeInDetector(sink.reference, settings.audio.bargein) if settings.audio.barge_in else None
     listener = Listener(make_endpointer(settings), bus.emit, bargein=bargein,
                         echo=make_echo_canceller(sink.reference, settings.audio.echo_canceller),
                         adaptive_endpointing=settings.app.adaptive_endpointing)
     llm = PredGenStage(conversation, bus.emit, settings.predgen.engine_config(),
                        make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
-                       yield_to=lambda: asr.decoding)
+                       gate=gate)
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
                         speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit),
-                        history=history, more=[HistoryWriter(history)] if history is not None else [],
+                        more=[HistoryWriter(history)] if history is not None else [],
                         wait_for_replies=wait_for_replies)
     tell(3, "warming up")
     await pipeline.warmup()

@@ -3,7 +3,8 @@
 `TurnLog` watches a turn's events go by, stamps them with the one monotonic clock, and when
 the turn closes emits `TurnMetrics` with the figures `foresay replay --metrics` writes. Turns
 that were never answered on their own (empty, merged into the next turn) get no record.
-`HistoryWriter` enters each closed turn into the saved conversation.
+`HistoryWriter` enters each closed turn into the saved conversation, and starts a new one when
+the user asks (`NewConversation`).
 """
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from foresay.engine.events import (Event, FinalTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
-                                   TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
+from foresay.engine.events import (Event, FinalTranscript, NewConversation, ReplyDone, ReplyHeard, ReplyStarted,
+                                   SentenceReady, TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
 from foresay.engine.stage import Stage
 
 METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
@@ -44,7 +45,7 @@ class TurnLog(Stage):
     name = "turn log"
 
     def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
-        self.emit = emit
+        super().__init__(emit)
         self.clock = clock
         self.metrics: list[dict] = []
         self._turns: dict[int, _Times] = {}
@@ -98,13 +99,16 @@ class TurnLog(Stage):
 
 class HistoryWriter(Stage):
     """Saves every answered turn (the reply as far as it was heard) to the conversation file."""
-    consumes = (TurnClosed,)
+    consumes = (TurnClosed, NewConversation)
     name = "history"
 
     def __init__(self, history):
+        super().__init__()
         self.history = history
 
-    def handle(self, event: TurnClosed) -> None:
+    def handle(self, event: TurnClosed | NewConversation) -> None:
         from foresay.app.history import HistoryTurn
-        if event.outcome not in (*UNANSWERED, "failed"):
+        if isinstance(event, NewConversation):
+            self.history.new_conversation()
+        elif event.outcome not in (*UNANSWERED, "failed"):
             self.history.append(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))

@@ -18,7 +18,7 @@ from foresay.engine.errors import ForesayError
 
 log = logging.getLogger(__name__)
 
-ZONOS_MISSING = "Zonos is not installed: see README, 'Zonos TTS'"
+ZONOS_MISSING = "Zonos is not installed: docs/tts.md says how to install it"
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ install_python_packages() {
 }
 
 # The tests run the `openai` LLM backend against a real llama.cpp server: llama-cpp-python[server],
-# which PyPI ships as source only. It is built once (about 15 to 40 minutes on 2 cores) into a
+# which PyPI ships as source only. It is built once (3 to 9 minutes on 2 cores) into a
 # wheel cache outside the repository and installed from there afterwards; CI keeps that folder
 # (FORESAY_WHEEL_CACHE) between runs. Multimodal support (mtmd) is left out: it is half the build.
 LLAMA_CPP_PYTHON=${FORESAY_LLAMA_CPP_PYTHON:-llama-cpp-python==0.3.36}

@@ -3,7 +3,7 @@ import asyncio
 from dataclasses import replace
 
 from foresay.app.gui import App, settings_with_choices
-from foresay.engine.events import TurnMetrics
+from foresay.engine.events import TalkPressed, TalkReleased
 from foresay.ui.settings import SettingsChoices
 
 from test_pipeline import recording, settings  # noqa: F401  (fixture)
@@ -60,6 +60,8 @@ def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, set
     window, bridge = make_window(qapp, qsettings)
     s = replace(settings, app=replace(settings.app, mode="push-to-talk"))
     controller = App(s, window, bridge)
+    received = []
+    bridge.event_received.connect(received.append)
 
     async def main():
         pipeline = await build_pipeline(s, FileSource(audio, realtime=True), WavSink(tmp_path / "o.wav"),
@@ -75,6 +77,8 @@ def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, set
     pipeline = asyncio.run(main())
     assert len(pipeline.metrics) == 1 and pipeline.metrics[0]["reply_text"]
     qapp.processEvents()
+    controls = [type(e) for e in received if isinstance(e, (TalkPressed, TalkReleased))]
+    assert controls == [TalkPressed, TalkReleased]  # the window hears its own controls as events
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
     window.resize(1000, 700)
     window.grab().save(str(OUTPUT_DIR / "main_window_after_ptt_turn.png"))

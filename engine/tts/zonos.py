@@ -3,7 +3,7 @@
 Generation runs in the preparation's worker thread; Zonos's per-step callback streams complete
 frames through a `StreamingDecoder`, pauses at the hold point (the model's state stays live in
 that paused call, nothing is recomputed) and stops generation by returning False on cancel.
-Zonos itself is imported lazily: it is installed from its git repository (see README)."""
+Zonos itself is imported lazily: it is installed from its git repository (see docs/tts.md)."""
 from __future__ import annotations
 
 import asyncio
