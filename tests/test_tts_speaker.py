@@ -46,7 +46,7 @@ def test_the_held_draft_plays_at_once_when_the_final_sentence_matches(name, requ
         await held.ready()
         speaker.handle(SentenceReady(1, time.monotonic(), 0, FINAL, 0))
         speaker.handle(ReplyDone(1, time.monotonic(), FINAL, "accepted"))
-        await speaker.settled()
+        await speaker.settle()
         await sink.close()
         timing = held.timing()
         assert timing.chunks[0].ready_at < timing.stream_started_at and timing.ttfc_stream_s < 0.05
