@@ -109,11 +109,6 @@ class PiperEngine(TtsEngine):
             check_voice_files(config.voice) if is_voice_path(config.voice) else None)
 
     @property
-    def description(self) -> str:
-        """The voice that speaks, for status lines."""
-        return f"Piper {self.files.name if self.files else self.config.voice}"
-
-    @property
     def windows(self) -> StreamDecodeConfig:
         return replace(self.config.decode, samples_per_frame=self._model().hop)
 
