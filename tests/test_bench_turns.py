@@ -80,6 +80,7 @@ def test_bench_turns_replays_a_set_through_the_live_path(two_recordings, tmp_pat
     assert 0.5 <= truth.end_s - truth.start_s <= 5
     out = tmp_path / "report.json"
     assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--fast", "--json", str(out),
+                 "--set", "tts.engine=espeak",
                  "--set", "app.adaptive_endpointing=false", "--set", "audio.fixed_hangover_s=0.35"]) == 0
     report = json.loads(out.read_text())
     assert set(report) >= {"turns_expected", "turns_found", "premature_cutoffs", "resumed", "endpoint_delay_ms",
