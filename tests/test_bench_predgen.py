@@ -54,3 +54,16 @@ def test_bad_prompt_files(tmp_path):
 def test_cli_reports_errors_without_traceback(capsys, tmp_path):
     assert main(["bench", "predgen", "--prompts", str(tmp_path / "none.jsonl")]) == 2
     assert "foresay: error: cannot read prompts file" in capsys.readouterr().err
+
+
+def test_demo_models_get_demo_domain_prompts_by_default(tmp_path):
+    from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
+    held_out = DialogueGenerator(DomainConfig(), "test").dialogues(5)
+    for model in ("demo", "demo-cllm", "demo-streams"):
+        assert load_prompts(None, 5, False, model) == [[d.turns[0].user] for d in held_out]
+    assert load_prompts(None, 5, True, "demo") == [[t.user for t in d.turns] for d in held_out]
+    shipped = load_prompts(None, 5, False)
+    assert load_prompts(None, 5, False, "small-random") == shipped != load_prompts(None, 5, False, "demo")
+    own = tmp_path / "own.jsonl"
+    own.write_text('{"prompt": "Spell cat."}\n')
+    assert load_prompts(str(own), None, False, "demo") == [["Spell cat."]]

@@ -29,6 +29,7 @@ from foresay.app.bench.continuation import (BEST_CASE, apply_continuation, best_
 from foresay.app.bench.pass_timing import measure_pass_timing, measure_turn_cost
 from foresay.app.paths import add_force_argument, check_outputs, read_text
 from foresay.engine.errors import ForesayError
+from foresay.engine.model_registry import SHIPPED_CHAT
 
 DEFAULT_METHODS = "baseline,greedy,topk:3,reflection"
 
@@ -75,8 +76,32 @@ def split_method(method: str) -> tuple[str, str]:
     return verifier, continuation or "plain"
 
 
-def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[list[str]]:
-    """Conversations (lists of user turns) from a JSONL file with `turns` or `prompt`."""
+DEMO_DIALOGUES = 16  # held-out demo dialogues a demo model gets when --limit names no other number
+
+
+def prompt_source(path: str | None, model: str | None) -> str:
+    """Where the prompts come from, in words: the file, the demo domain's held-out dialogues (a
+    demo chat model knows nothing else), or the shipped spoken-style prompts."""
+    if path is not None:
+        return path
+    if model in SHIPPED_CHAT:
+        return "held-out dialogues of the demo domain (python -m foresay.engine.demo.chat data --split test)"
+    return "built-in spoken-style prompts (assets/prompts/bench_prompts.jsonl)"
+
+
+def demo_conversations(count: int) -> list[list[str]]:
+    """The user turns of the first `count` held-out (test split) dialogues of the demo domain."""
+    from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
+
+    return [[t.user for t in d.turns] for d in DialogueGenerator(DomainConfig(), "test").dialogues(count)]
+
+
+def load_prompts(path: str | None, limit: int | None, multi_turn: bool,
+                 model: str | None = None) -> list[list[str]]:
+    """Conversations (lists of user turns) from a JSONL file with `turns` or `prompt`; without a
+    file, those `prompt_source` names for `model`."""
+    if path is None and model in SHIPPED_CHAT:
+        return [turns if multi_turn else turns[:1] for turns in demo_conversations(limit or DEMO_DIALOGUES)]
     if path is None:
         text = resources.files("foresay.assets").joinpath("prompts/bench_prompts.jsonl").read_text("utf-8")
         source = "built-in prompts"
@@ -223,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     from foresay.engine.predgen.continuation import ContinuationConfig
     for method in methods:  # a bad continuation is named before the model loads
         ContinuationConfig.parse(split_method(method)[1])
-    conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
+    conversations = load_prompts(args.prompts, args.limit, args.multi_turn, args.model)
     check_outputs({"--json": Path(args.json) if args.json else None},
                   {"--prompts": Path(args.prompts) if args.prompts else None}, force=args.force)
     lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
@@ -241,8 +266,9 @@ def run(args: argparse.Namespace) -> int:
     n_prompts = sum(len(c) for c in conversations)
     cache = "" if served else \
         f", {lm.cache_kind} cache{' (exact)' if lm.cache_kind == 'static' and lm.exact else ''}"
-    print(f"model {lm.description}{cache}, warm-up {warmup_s:.2f} s; {n_prompts} prompts, "
-          f"{args.speed:g} chars/min", file=sys.stderr)
+    source = prompt_source(args.prompts, args.model)
+    print(f"model {lm.description}{cache}, warm-up {warmup_s:.2f} s; {n_prompts} prompts from {source}, "
+          f"spoken at {args.speed:g} characters per minute", file=sys.stderr)
     if served:
         lm.round_trips.clear()
     results = run_methods(lm, methods, conversations, config, args.speed / 60)
@@ -252,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
         if plain and m not in (plain, "baseline"):
             summary[m]["ttfs_missed_vs_plain"] = paired_ttfs_ratio(results, plain, m)
     report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
+              "prompt_source": source,
               "methods": summary,
               # [outcome, NFETFS] of every turn, by conversation: lets two models be compared on the same turns
               "per_turn": {m: [[[r.outcome, r.nfetfs] for r in conv] for conv in results[m]] for m in methods}}
@@ -331,8 +358,10 @@ def register(benches) -> None:
                    "a model without one")
     p.add_argument("--gguf-file", help="the .gguf file inside the --model folder or hub repository")
     p.add_argument("--prompts", help="JSONL with `turns` (MT-Bench style) or `prompt` per line "
-                   "(default: built-in spoken-style prompts)")
-    p.add_argument("--limit", type=int, help="use the first N prompts")
+                   "(default: for the demo models demo, demo-cllm and demo-streams, held-out dialogues of "
+                   "the demo domain they were trained on; for any other model, built-in spoken-style prompts)")
+    p.add_argument("--limit", type=int, help=f"use the first N prompts (a demo model gets {DEMO_DIALOGUES} "
+                   "held-out dialogues unless N says otherwise)")
     p.add_argument("--speed", type=float, default=600, help="speaking rate, characters per minute")
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
                    "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
