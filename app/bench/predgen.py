@@ -25,7 +25,8 @@ from pathlib import Path
 from foresay.app.saving import write_report
 from foresay.app.bench.continuation import (BEST_CASE, apply_continuation, best_case_methods,
                                             measure_continuation_cost, missed_summary, paired_ttfs_ratio,
-                                            print_continuation_lines, specbound_best_case)
+                                            specbound_best_case)
+from foresay.app.bench.predgen_table import print_table
 from foresay.app.bench.pass_timing import measure_pass_timing, measure_turn_cost
 from foresay.app.paths import add_force_argument, check_outputs, read_text
 from foresay.engine.errors import ForesayError
@@ -186,6 +187,15 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
     return results
 
 
+def is_lossless(method: str) -> bool:
+    """Whether a method's reply is by design the one plain greedy decoding gives: greedy
+    verification is, whatever the continuation; topk:K and reflection keep tokens greedy decoding
+    would not have chosen."""
+    from foresay.engine.predgen.verifiers import parse_verifier
+
+    return method == "baseline" or parse_verifier(split_method(method)[0])[0] == "greedy"
+
+
 def summarize(method: str, results, baseline) -> dict:
     flat = [r for conv in results for r in conv]
     base = [r for conv in baseline for r in conv]
@@ -203,6 +213,9 @@ def summarize(method: str, results, baseline) -> dict:
         "first_sentence_identical": statistics.fmean(
             r.first_sentence == b.first_sentence for r, b in zip(flat, base)),
         "reply_identical": statistics.fmean(r.reply == b.reply for r, b in zip(flat, base)),
+        "turns": len(flat),
+        "replies_differing": sum(r.reply != b.reply for r, b in zip(flat, base)),
+        "lossless": is_lossless(method),
         "outcomes": outcomes,
         "overhead_share": statistics.fmean(r.overhead_share for r in flat),
         "accepted_per_update": statistics.fmean(
@@ -278,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
         if plain and m not in (plain, "baseline"):
             summary[m]["ttfs_missed_vs_plain"] = paired_ttfs_ratio(results, plain, m)
     report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
-              "prompt_source": source,
+              "prompt_source": source, "tts_latency_ms": args.tts_latency_ms,
               "methods": summary,
               # [outcome, NFETFS] of every turn, by conversation: lets two models be compared on the same turns
               "per_turn": {m: [[[r.outcome, r.nfetfs] for r in conv] for conv in results[m]] for m in methods}}
@@ -297,48 +310,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_report(Path(args.json), report)
     return 0
-
-
-def print_table(report: dict) -> None:
-    width = max(12, *(len(name) + 1 for name in report["methods"]))
-    head = (f"{'method':<{width}}{'TTFS ms':>9}{'NFETFS':>8}{'latency ms':>12}{'speedup':>9}"
-            f"{'1st sent =':>11}{'reply =':>9}{'overhead':>10}  outcomes")
-    print(head)
-    print("-" * len(head))
-    for name, m in report["methods"].items():
-        outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
-        print(f"{name:<{width}}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
-              f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
-              f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
-    for name, m in report["methods"].items():
-        if m["missed_turns"] and m["continuation_passes_missed"]:
-            print(f"{name}: on {m['missed_turns']} partial/rejected turns NFETFS {m['nfetfs_missed']:.2f}, "
-                  f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
-                  f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
-                  f"positions per pass)")
-    print_continuation_lines(report)
-    if "pass_timing" in report:
-        pt = report["pass_timing"]
-        verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
-        print(f"passes after {pt['context_tokens']} tokens: decode step {pt['decode_step_ms']:.2f} ms, "
-              f"verification (16-token tail + 32-token draft) {pt[verify_key]:.2f} ms")
-    if "round_trip" in report:
-        rt = report["round_trip"]
-        print(f"server round trips: {rt['requests']} requests, median {rt['median_ms']:.1f} ms; "
-              f"per verification median {rt['verification_median_ms']:.1f} ms, "
-              f"p90 {rt['verification_p90_ms']:.1f} ms")
-    if "turn_cost" in report:
-        tc = report["turn_cost"]
-        n = tc["turns"]
-        print(f"turn cost: turn 1 {tc['turn_1_ms']:.1f} ms, turn {n} {tc[f'turn_{n}_ms']:.1f} ms "
-              f"(ratio {tc['ratio']:.2f}; cold re-prefill of turn {n}: {tc[f'turn_{n}_cold_ms']:.1f} ms, "
-              f"{tc['context_tokens']} tokens)")
-    best = max((m for m in report["methods"] if m != "baseline"),
-               key=lambda m: report["methods"][m]["speedup"], default="baseline")
-    g = report["methods"].get("greedy")
-    lossless = f", greedy reply identical {100 * g['reply_identical']:.0f}%" if g else ""
-    print(f"summary: {report['prompts']} prompts on {report['model']} ({report['device']}): best "
-          f"{best} {report['methods'][best]['speedup']:.2f}x faster first audio than baseline{lossless}")
 
 
 def register(benches) -> None:
