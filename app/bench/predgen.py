@@ -2,14 +2,24 @@
 
 Each prompt is revealed word by word at a speaking rate on a simulated clock; the model's work
 takes real wall time on that same clock (so a slow model falls behind the speaker, as it would
-live). `baseline` waits for the full prompt and decodes greedily; the other methods speculate on
-every partial and verify at the end. Latencies are measured from the end of the prompt.
+live). `baseline` waits for the full prompt and decodes greedily (plain decoding: the model's
+likeliest token, one forward pass per token); the other methods draft the reply while the words
+arrive and check the draft against the final prompt. Times are measured from the prompt's last word.
 
-A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
-continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
-`jacobi:W:fill`, `specbound`, `specbound:W:L`; `streams`, `streams:K` on a model with stream
-embeddings such as demo-streams); `jacobi` alone means greedy verification with Jacobi
-continuation. `--continuation ar|jacobi|specbound|streams` gives every verifier that continuation.
+A method is how the draft is checked (its verifier), optionally followed by `+` and how the reply
+goes on after that final check (its continuation):
+- verifiers: greedy (keeps the draft tokens plain decoding would choose: lossless, the reply is
+  baseline's), topk:K (keeps a token among the model's K likeliest: lossy), reflection (the model
+  itself judges whether the draft's first sentence still fits: lossy);
+- continuations, all lossless: plain steps (one token per pass, the default); jacobi, jacobi:W,
+  jacobi:W:fill (Jacobi iteration: up to W tokens guessed from the stale draft, checked and
+  corrected in one pass; fill also guesses past the draft's end); specbound, specbound:W:L (small heads after the first L layers draft up to W
+  tokens, the rest of the model checks them in one pass); streams, streams:K (the model drafts
+  K tokens per pass with stream embeddings; only demo-streams has them).
+`jacobi` alone means greedy checking with Jacobi continuation. `--continuation ar|jacobi|specbound|streams`
+gives every verifier without its own that continuation.
+
+The table's row for a lossy method says how often its reply differed from baseline's.
 """
 from __future__ import annotations
 
@@ -317,7 +327,7 @@ def register(benches) -> None:
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="small-random",
                    help="hub id, folder, .gguf file or built-in model (tiny-random, small-random, "
-                   "tiny-sliding, demo); with --backend openai, the served model's name")
+                   "tiny-sliding, demo, demo-cllm, demo-streams); with --backend openai, the served model's name")
     p.add_argument("--backend", default="transformers", choices=("transformers", "openai"),
                    help="run the model in this process, or on an OpenAI-compatible server")
     p.add_argument("--base-url", help="the server's URL for --backend openai, e.g. http://host:8000/v1")
@@ -334,21 +344,26 @@ def register(benches) -> None:
     p.add_argument("--limit", type=int, help=f"use the first N prompts (a demo model gets {DEMO_DIALOGUES} "
                    "held-out dialogues unless N says otherwise)")
     p.add_argument("--speed", type=float, default=600, help="speaking rate, characters per minute")
-    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
-                   "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
-                   "for others, e.g. greedy+jacobi:8, topk:3+jacobi:16:fill")
-    p.add_argument("--continuation", metavar="KIND", help="how replies continue after the final "
-                   "verification, for methods without their own: ar (plain steps), jacobi, specbound, streams "
-                   "(options after a colon, e.g. specbound:6:2)")
-    p.add_argument("--worst-case", action="store_true", help="also time SpecBound's continuation against "
-                   "plain steps: as configured, without drafting, with every draft right and with every draft wrong")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline (wait, then plain "
+                   "decoding), greedy (lossless), topk:K and reflection (both lossy: the reply can differ from "
+                   "baseline's), jacobi (greedy with Jacobi continuation); VERIFIER+CONTINUATION for others, "
+                   "e.g. greedy+jacobi:8, topk:3+jacobi:16:fill (see the description above)")
+    p.add_argument("--continuation", metavar="KIND", help="how the reply goes on after the final check of the "
+                   "draft, for methods that name none: ar (plain steps: one token per forward pass), jacobi "
+                   "(guessed tokens checked and corrected together in one pass), specbound (small heads after "
+                   "early layers draft tokens, the rest of the model checks them), streams (the model drafts "
+                   "several tokens per pass; demo-streams only); options after a colon, e.g. specbound:6:2")
+    p.add_argument("--worst-case", action="store_true", help="also time the specbound continuation against "
+                   "plain steps (one token per pass) on the same prompts: as configured, without drafting, "
+                   "with every draft right and with every draft wrong")
     p.add_argument("--best-case", action="store_true", help="also run each greedy method with the specbound "
-                   "continuation with heads that know the greedy reply (method@best): every draft right at the "
-                   "first exit, the most drafting can save")
+                   "continuation a second time, as METHOD@best, with draft heads that know baseline's reply in "
+                   "advance: every draft right at the earliest layer, the most drafting could save")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON")
     add_force_argument(p)
     p.add_argument("--tts-latency-ms", type=float, default=150,
-                   help="TTS time to first audio assumed for the audio latency (no TTS attached)")
+                   help="milliseconds of TTS assumed between the first sentence and its first audio (no TTS "
+                   "is attached)")
     p.add_argument("--multi-turn", action="store_true",
                    help="run every turn of each prompt, earlier replies kept as history")
     p.add_argument("--max-new-tokens", type=int, default=128)
