@@ -95,3 +95,21 @@ def test_a_lossy_method_is_never_called_faster_without_how_often_its_reply_diffe
     assert summary.index("lossless method greedy") < summary.index("lossy method topk:3")
     assert "topk:3, first audio 3.97x faster than baseline" in summary
     assert summary.endswith("its reply differs from baseline's in 4 of 8 turns")
+
+
+def test_served_runs_count_requests_and_every_note_says_what_it_compares(capsys):
+    from foresay.app.bench.predgen_table import print_table
+    greedy = _method(0.8, 0, True, {"rejected": 8})
+    greedy.update(missed_turns=8, nfetfs_missed=3.0, continuation_passes_missed=10,
+                  continuation_tokens_missed=25, continuation_positions_missed=40, ttfs_missed_ms=90.0,
+                  ttfs_missed_median_ms=80.0, ttfs_missed_vs_plain=0.8)
+    report = {"model": "demo", "device": "cpu", "prompts": 8, "tts_latency_ms": 150,
+              "methods": {"baseline": _method(1.0, 0, True, {"baseline": 8}), "greedy+jacobi": greedy},
+              "round_trip": {"requests": 40, "median_ms": 3.0, "verification_median_ms": 4.0,
+                             "verification_p90_ms": 6.0}}
+    print_table(report)
+    out = capsys.readouterr().out
+    assert "requests to" in out and "passes to" not in out
+    assert "server requests" in out and "90th percentile 6.0 ms" in out
+    assert "2.50 tokens fixed per pass" in out and "1.25x slower than greedy with plain steps" in out
+    assert "first audio 1.25x slower than baseline" in out.splitlines()[-1]
