@@ -6,6 +6,8 @@ often its reply did differ.
 """
 from __future__ import annotations
 
+from foresay.app.bench.continuation import BEST_CASE
+
 # (header lines, width, cell) of each figure column, after the method's name
 COLUMNS = (
     (("time to", "first", "sentence, ms"), 14, lambda m: f"{m['ttfs_ms']:.1f}"),
@@ -38,6 +40,10 @@ COST_VARIANTS = {"layerwise_plain": "no drafting", "specbound": "as configured",
                  "worst_gives_up": "every draft wrong, giving up as configured"}
 
 
+def turns(n: int) -> str:
+    return f"{n} turn" if n == 1 else f"{n} turns"
+
+
 def passes_word(report: dict) -> str:
     """What NFETFS counts: forward passes, or requests to a served model."""
     return "server requests" if "round_trip" in report else "forward passes"
@@ -53,7 +59,7 @@ def reply_note(name: str, m: dict) -> str:
     """How the method's reply relates to plain decoding's: lossless, or how often it differed."""
     if name == "baseline":
         return "plain decoding (the reference)"
-    differing = f"reply differs from baseline's in {m['replies_differing']} of {m['turns']} turns"
+    differing = f"reply differs from baseline's in {m['replies_differing']} of {turns(m['turns'])}"
     if m["lossless"]:
         return f"lossless by design, yet its {differing}" if m["replies_differing"] else "lossless"
     return f"LOSSY: {differing}" if m["replies_differing"] else "lossy, though no reply differed here"
@@ -96,7 +102,7 @@ def missed_turn_lines(report: dict) -> list[str]:
         if vs:
             parts.append(f"first sentence {faster(vs)} than greedy with plain steps (one token per pass) "
                          "on the turns both missed the same way (median of per-turn ratios)")
-        lines.append(f"{name}, on its {m['missed_turns']} turns whose draft's first sentence did not "
+        lines.append(f"{name}, on its {turns(m['missed_turns'])} whose draft's first sentence did not "
                      f"survive: " + "; ".join(parts))
         if "specbound" in m:
             sb = m["specbound"]
@@ -113,7 +119,7 @@ def measurement_lines(report: dict) -> list[str]:
     lines = []
     if "continuation_cost" in report:
         cc = report["continuation_cost"]
-        ratios = ", ".join(f"{COST_VARIANTS.get(k, k)} {v:.2f}x" for k, v in cc["time_vs_plain"].items())
+        ratios = "; ".join(f"{COST_VARIANTS.get(k, k)} {v:.2f}x" for k, v in cc["time_vs_plain"].items())
         lines.append(f"SpecBound's continuation ({cc['spec']}), time to decode up to {cc['tokens']} tokens "
                      f"after each of {cc['prompts']} prompts, as a multiple of plain steps' time (one token "
                      f"per full pass; below 1.00x is faster): {ratios}")
@@ -133,39 +139,43 @@ def measurement_lines(report: dict) -> list[str]:
         tc = report["turn_cost"]
         n = tc["turns"]
         lines.append(f"turn cost: one turn (its prompt read, a short reply decoded) took {tc['turn_1_ms']:.1f} ms "
-                     f"as turn 1 and {tc[f'turn_{n}_ms']:.1f} ms as turn {n}, after {n - 1} earlier turns "
-                     f"({tc['ratio']:.2f}x turn 1's time); reading all {tc['context_tokens']} tokens of turn "
-                     f"{n} anew, without the kept history, took {tc[f'turn_{n}_cold_ms']:.1f} ms")
+                     f"as turn 1 and {tc[f'turn_{n}_ms']:.1f} ms as turn {n}, after {n - 1} earlier "
+                     f"{'turn' if n == 2 else 'turns'} "
+                     f"({tc['ratio']:.2f}x turn 1's time); reading all {tc['context_tokens']} tokens of turn {n} "
+                     f"anew, without the kept history, took {tc[f'turn_{n}_cold_ms']:.1f} ms")
     return lines
 
 
 def summary_line(report: dict) -> str:
     """The fastest lossless method against baseline, then the fastest lossy one with how often its
-    reply differed."""
+    reply differed; best-case twins (METHOD@best, heads that know the reply) are ceilings, not methods."""
     methods = report["methods"]
     base = methods["baseline"]
 
     def fastest(lossless: bool) -> str | None:
-        names = [n for n, m in methods.items() if n != "baseline" and m["lossless"] == lossless]
+        names = [n for n, m in methods.items()
+                 if n != "baseline" and not n.endswith(BEST_CASE) and m["lossless"] == lossless]
         return max(names, key=lambda n: methods[n]["speedup"], default=None)
 
-    def first_audio(name: str) -> str:
+    def verdict(name: str) -> str:
+        """The method's speed against baseline and, in the same words, its reply against baseline's."""
         m = methods[name]
-        return (f"first audio {faster(m['speedup'])} than baseline (mean {m['latency_ms']:.0f} ms against "
-                f"{base['latency_ms']:.0f} ms)")
+        speed = (f"first audio {faster(m['speedup'])} than baseline (mean {m['latency_ms']:.0f} ms against "
+                 f"{base['latency_ms']:.0f} ms)")
+        differing = f"{m['replies_differing']} of {turns(m['turns'])}"
+        if m["lossless"]:
+            reply = f"yet its reply differs from baseline's in {differing}" if m["replies_differing"] \
+                else "same reply as baseline every turn"
+        else:
+            reply = f"but its reply differs from baseline's in {differing}" if m["replies_differing"] \
+                else f"though lossy: no reply differed from baseline's in these {turns(m['turns'])}"
+        return f"{name}, {speed}, {reply}"
 
-    head = f"summary: {report['prompts']} prompts on {report['model']} ({report['device']}): "
-    best = fastest(True)
-    parts = [f"fastest lossless method {best}, {first_audio(best)}, "
-             + (f"yet its reply differs in {methods[best]['replies_differing']} of {methods[best]['turns']} "
-                "turns" if methods[best]["replies_differing"] else "same reply as baseline every turn")
-             if best else "no lossless method besides baseline ran"]
-    lossy = fastest(False)
+    best, lossy = fastest(True), fastest(False)
+    parts = [f"fastest lossless method {verdict(best)}" if best else "no lossless method besides baseline ran"]
     if lossy:
-        m = methods[lossy]
-        parts.append(f"fastest lossy method {lossy}, {first_audio(lossy)}, but its reply differs from "
-                     f"baseline's in {m['replies_differing']} of {m['turns']} turns")
-    return head + "; ".join(parts)
+        parts.append(f"fastest lossy method {verdict(lossy)}")
+    return f"summary: {report['prompts']} prompts on {report['model']} ({report['device']}): " + "; ".join(parts)
 
 
 def print_table(report: dict) -> None:
