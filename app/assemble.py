@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 from typing import Callable
 
 from foresay.app.config import Settings
-from foresay.app.downloads import download_models, offline_hint
+from foresay.app.downloads import download, download_models, offline_hint
+from foresay.app.voice import choose_voice, fetch_voice
 from foresay.engine.errors import ModelFileMissing, ModelUnavailable
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
@@ -79,13 +79,15 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         hint = offline_hint()
         raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
     prepare_continuation(settings.predgen.engine_config().continuation, lm)  # e.g. streams needs demo-streams
-    tts_config = settings.tts.engine_config()
-    if settings.tts.engine == "zonos" and importlib.util.find_spec("zonos") is None:
-        tts_config = settings.tts.espeak  # a GPU profile on a machine without Zonos still speaks
-        publish(StatusMessage(0, 0.0, "Zonos is not installed, speaking with espeak-ng instead (docs/tts.md "
-                              "says how to install it)", "warning"))
-    tell(2, f"loading the voice ({type(tts_config).__name__.removesuffix('Config').lower()})")
-    tts = build_engine(tts_config)
+    choice = choose_voice(settings)
+    if choice.download is not None:
+        choice = await asyncio.to_thread(fetch_voice, settings, choice,
+                                         lambda item: download(item, lambda e: loop.call_soon_threadsafe(publish, e)))
+    if choice.fallback:
+        log.warning("%s", choice.line)
+        publish(StatusMessage(0, 0.0, choice.line, "warning"))
+    tell(2, f"loading the {choice.line}")
+    tts = build_engine(choice.config)
 
     conversation = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
     if history is not None and history.turns:
@@ -108,5 +110,5 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")
-    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}", "info"))
+    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}; {choice.line}", "info"))
     return pipeline
