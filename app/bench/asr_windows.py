@@ -49,12 +49,19 @@ def scored_words(text: str) -> list[str]:
 def truth_clips(path: Path) -> list[tuple[str, np.ndarray, str]]:
     """(name, 16 kHz audio, reference text) of every recording of a truth set (its set.jsonl or
     the folder holding one)."""
-    from foresay.app.bench.asr import read_wav
     from foresay.app.bench.turns import read_set
+    from foresay.audio.errors import AudioFileError
+    from foresay.audio.files import load_audio
 
     if path.is_dir():
         path = path / "set.jsonl"
-    return [(rec.audio.name, read_wav(rec.audio), " ".join(t.text for t in rec.turns)) for rec in read_set(path)]
+    clips = []
+    for rec in read_set(path):
+        try:
+            clips.append((rec.audio.name, load_audio(rec.audio)[0], " ".join(t.text for t in rec.turns)))
+        except AudioFileError as exc:
+            raise AsrError(str(exc)) from None
+    return clips
 
 
 def _timed(decode, repeats: int):

@@ -48,11 +48,14 @@ class Reading:
         return f"{VOICE} length {self.length_scale} noise {self.noise_scale} noise_w {self.noise_w_scale}"
 
 
-def load_voice():
+def load_voice(seed: int = 0):
+    """The voice, its sampling seeded: a set renders alike each time (with one onnxruntime)."""
+    import onnxruntime
     from piper import PiperVoice
 
     from foresay.engine.registry_models import require_registry_model
 
+    onnxruntime.set_seed(seed)  # the seed a session takes when it is made
     return PiperVoice.load(str(require_registry_model(VOICE) / "en_US-joe-medium.onnx"))
 
 
@@ -130,7 +133,7 @@ def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None 
     rng = random.Random(f"piper-set:{seed}")
     per_recording = 2 if gap_s else 1
     texts = pick_requests(requests * per_recording, rng, need_break=pause is not None)
-    voice = load_voice()
+    voice = load_voice(seed)
     out.mkdir(parents=True, exist_ok=True)
     lines = []
     for i in range(requests):
