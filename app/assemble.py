@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 from typing import Callable
 
 from foresay.app.config import Settings
-from foresay.app.downloads import download_models, offline_hint
-from foresay.engine.errors import ModelUnavailable
+from foresay.app.downloads import download, download_models, offline_hint
+from foresay.app.voice import choose_voice, fetch_voice
+from foresay.engine.errors import ModelFileMissing, ModelUnavailable
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
 from foresay.engine.events import Event, LoadProgress, StatusMessage
@@ -48,6 +48,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     from foresay.audio.echo import make_echo_canceller
     from foresay.audio.listener import Listener
     from foresay.engine.asr import StreamingAsr, build_backend
+    from foresay.engine.compute_gate import ComputeGate
     from foresay.engine.llm.backend import load_llm
     from foresay.engine.predgen.strategies import prepare_continuation
     from foresay.engine.predgen.conversation import Conversation
@@ -72,36 +73,42 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         lm = await asyncio.to_thread(load_llm, settings.llm)
         tell(1, f"loading the speech recognizer {settings.asr.target}")
         backend = await asyncio.to_thread(build_backend, settings.asr)
+    except ModelFileMissing:
+        raise   # a wrong path: the network and the offline profiles are beside the point
     except ModelUnavailable as exc:
         hint = offline_hint()
         raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
     prepare_continuation(settings.predgen.engine_config().continuation, lm)  # e.g. streams needs demo-streams
-    tts_config = settings.tts.engine_config()
-    if settings.tts.engine == "zonos" and importlib.util.find_spec("zonos") is None:
-        tts_config = settings.tts.espeak  # a GPU profile on a machine without Zonos still speaks
-        publish(StatusMessage(0, 0.0, "Zonos is not installed, speaking with espeak-ng instead (see "
-                              "README, 'Zonos TTS', to install it)", "warning"))
-    tell(2, f"loading the voice ({type(tts_config).__name__.removesuffix('Config').lower()})")
-    tts = build_engine(tts_config)
+    choice = choose_voice(settings)
+    if choice.download is not None:
+        choice = await asyncio.to_thread(fetch_voice, settings, choice,
+                                         lambda item: download(item, lambda e: loop.call_soon_threadsafe(publish, e)))
+    if choice.fallback:
+        log.warning("%s", choice.line)
+        publish(StatusMessage(0, 0.0, choice.line, "warning"))
+    tell(2, f"loading the {choice.line}")
+    tts = build_engine(choice.config)
 
     conversation = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
     if history is not None and history.turns:
         conversation.load(history.messages())
     bus = EventBus(observers)
-    asr = StreamingAsr(backend, bus.emit, settings.streaming)
+    gate = ComputeGate()  # ASR and LLM share the CPU cores or the GPU: an ASR decode goes first
+    asr = StreamingAsr(backend, bus.emit, settings.streaming, gate=gate)
     bargein = BargeInDetector(sink.reference, settings.audio.bargein) if settings.audio.barge_in else None
     listener = Listener(make_endpointer(settings), bus.emit, bargein=bargein,
                         echo=make_echo_canceller(sink.reference, settings.audio.echo_canceller),
                         adaptive_endpointing=settings.app.adaptive_endpointing)
     llm = PredGenStage(conversation, bus.emit, settings.predgen.engine_config(),
                        make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
-                       yield_to=lambda: asr.decoding)
+                       gate=gate)
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
-                        speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit),
-                        history=history, more=[HistoryWriter(history)] if history is not None else [],
+                        speaker=Speaker(tts, sink, bus.emit), sink=sink,
+                        turn_log=TurnLog(bus.emit, paced=not wait_for_replies),
+                        more=[HistoryWriter(history, bus.emit)] if history is not None else [],
                         wait_for_replies=wait_for_replies)
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")
-    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}", "info"))
+    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}; {choice.line}", "info"))
     return pipeline

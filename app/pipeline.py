@@ -9,9 +9,11 @@
       -> TurnLog, HistoryWriter                                 TurnMetrics
 
 Every stage follows `engine.stage.Stage`: the bus hands it the event types it declared and it
-emits through the bus; this class never reaches into a stage. Observers (the UI bridge, the
-console, a metrics file) see every event. Everything here runs on the event loop; model work
-runs in the stages' worker threads.
+emits through the bus; this class never reaches into a stage. The microphone's blocks go to the
+listener, and the user's controls (push-to-talk, mode, mute, stop, new conversation) go out as
+events, so the stages that act on them, the observers and a replay's log all see them.
+Observers (the UI bridge, the console, a metrics file) see every event. Everything here runs on
+the event loop; model work runs in the stages' worker threads.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from typing import Callable, Sequence
 from foresay.app.turn_log import TurnLog
 from foresay.audio.listener import Listener
 from foresay.engine.asr.stage import StreamingAsr
-from foresay.engine.events import Interrupt, StatusMessage, TurnClosed, TurnEnded
+from foresay.engine.events import (Interrupt, ModeChanged, MuteChanged, NewConversation, StatusMessage, TalkPressed,
+                                   TalkReleased, TurnClosed, TurnEnded)
 from foresay.engine.predgen.stage import PredGenStage
 from foresay.engine.stage import EventBus, Stage
 from foresay.engine.tts.speaker import Speaker
@@ -30,17 +33,16 @@ from foresay.engine.tts.speaker import Speaker
 
 class Pipeline:
     def __init__(self, *, bus: EventBus, source, listener: Listener, asr: StreamingAsr, llm: PredGenStage,
-                 speaker: Speaker, sink, turn_log: TurnLog, history=None, more: Sequence[Stage] = (),
+                 speaker: Speaker, sink, turn_log: TurnLog, more: Sequence[Stage] = (),
                  clock: Callable[[], float] = time.monotonic, wait_for_replies: bool = False):
         """`source`: an async iterable of audio blocks (microphone or file); `sink`: the
-        PlaybackSink the speaker plays into; `history`: the saved conversation (File > New
-        conversation starts a new one); `more`: further stages (e.g. the history writer).
+        PlaybackSink the speaker plays into; `more`: further stages (e.g. the history writer).
         `wait_for_replies`: finish each reply before reading more audio (a file replayed faster
         than real time, whose next turn would otherwise barge in)."""
         self.bus = bus
         self.source, self.sink = source, sink
         self.listener, self.asr, self.llm, self.speaker = listener, asr, llm, speaker
-        self.turn_log, self.history = turn_log, history
+        self.turn_log = turn_log
         self.stages: tuple[Stage, ...] = (listener, asr, llm, speaker, turn_log, *more)
         self.clock = clock
         self.wait_for_replies = wait_for_replies
@@ -79,16 +81,20 @@ class Pipeline:
                 async for block in self.source:
                     self.listener.on_block(block)
                     if self.wait_for_replies:
-                        await self.asr.caught_up()
-                        await self.settle()
+                        for stage in self.stages:
+                            await stage.caught_up()
+                        await self._all_closed.wait()
             self.listener.finish()
             await self.settle()
         finally:
             await self.sink.close()
 
     async def settle(self) -> None:
-        """Wait until every turn that ended has been answered (or merged, or failed)."""
+        """Wait until every turn that ended has been answered (or merged, or failed), and every
+        stage has finished the work it took on."""
         await self._all_closed.wait()
+        for stage in self.stages:
+            await stage.settle()
 
     def close(self) -> None:
         for stage in self.stages:
@@ -106,23 +112,22 @@ class Pipeline:
     # --- the user's controls (from the UI or the terminal; event loop thread) -----------------
 
     def press_ptt(self) -> None:
+        t = self.clock()
         self.stop_reply()  # pressing to talk over the assistant interrupts it
-        self.listener.press(self.clock())
+        self.dispatch(TalkPressed(0, t))
 
     def release_ptt(self) -> None:
-        self.listener.release(self.clock())
+        self.dispatch(TalkReleased(0, self.clock()))
 
     def set_mode(self, mode: str) -> None:
-        self.listener.set_mode(mode, self.clock())
+        self.dispatch(ModeChanged(0, self.clock(), mode))
 
     def set_muted(self, muted: bool) -> None:
-        self.listener.muted = bool(muted)
+        self.dispatch(MuteChanged(0, self.clock(), bool(muted)))
 
     def stop_reply(self) -> None:
         if self._open_turns:
             self.dispatch(Interrupt(max(self._open_turns), self.clock()))
 
     def new_conversation(self) -> None:
-        if self.history is not None:
-            self.history.new_conversation()
-        self.llm.new_conversation()
+        self.dispatch(NewConversation(0, self.clock()))

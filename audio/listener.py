@@ -14,7 +14,8 @@ hears the microphone too, also while the reply starts: voice then reopens the sa
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
 other way), DraftUpdated (P(end of turn) for the end-of-turn policy), PausedTranscript (a
 steadiness check of it is under way) and PauseRechecked (whether the transcript at a voice pause
-was heard steadily), for the same policy.
+was heard steadily), for the same policy; and the user's controls: TalkPressed / TalkReleased
+(push-to-talk), ModeChanged, MuteChanged.
 """
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ from typing import Callable
 
 import numpy as np
 
-from foresay.engine.events import (DraftUpdated, Event, Interrupt, PauseRechecked, PausedTranscript, ReplyHeard,
-                                   ReplyStarted, SpeechStarted, TurnEnded, UserAudio)
+from foresay.engine.events import (DraftUpdated, Event, Interrupt, ModeChanged, MuteChanged, PauseRechecked,
+                                   PausedTranscript, ReplyHeard, ReplyStarted, SpeechStarted, TalkPressed,
+                                   TalkReleased, TurnEnded, UserAudio)
 from foresay.engine.sentences import ends_sentence
 from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock
-from .endpoint import Endpointer, Mode
+from .endpoint import Endpointer
 
 
 class Listener(Stage):
-    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated, PausedTranscript, PauseRechecked)
+    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated, PausedTranscript, PauseRechecked,
+                TalkPressed, TalkReleased, ModeChanged, MuteChanged)
     name = "listener"
 
     def __init__(self, endpointer: Endpointer, emit: Callable[[Event], None], *, bargein=None,
@@ -42,15 +45,15 @@ class Listener(Stage):
         """`bargein`: a BargeInDetector on the playback reference (None: no barge-in);
         `echo`: an echo canceller on the same reference (None: the microphone as it is);
         `onset_margin_s`: audio kept before a detected onset when held audio is handed over."""
+        super().__init__(emit)
         self.endpointer = endpointer
-        self.emit = emit
         self.bargein = bargein
         self.echo = echo
         self.adaptive_endpointing = adaptive_endpointing
         self.keep_audio_s = keep_audio_s
         self.onset_margin_s = onset_margin_s
         self.max_hold_s = max_hold_s
-        self.muted = False
+        self._muted = False
         self._held: collections.deque[AudioBlock] = collections.deque()  # heard while a reply plays
         self._pushed_until = float("-inf")
 
@@ -58,7 +61,7 @@ class Listener(Stage):
 
     def on_block(self, block: AudioBlock) -> None:
         """One block of microphone (or file) audio, in capture order."""
-        raw = AudioBlock(np.zeros_like(block.samples), block.t) if self.muted else block
+        raw = AudioBlock(np.zeros_like(block.samples), block.t) if self._muted else block
         clean = self.echo.process(raw) if self.echo is not None else raw
         if self.bargein is not None and self.bargein.armed:
             self._hold(clean)
@@ -133,14 +136,11 @@ class Listener(Stage):
                 self.endpointer.rechecking(event.turn_id, event.revision)
         elif isinstance(event, PauseRechecked) and self.adaptive_endpointing:
             self.endpointer.heard(event.turn_id, event.revision, event.steady)
-
-    # --- the user's controls ------------------------------------------------------------------
-
-    def press(self, t: float) -> None:
-        self.endpointer.press(t)
-
-    def release(self, t: float) -> None:
-        self.endpointer.release(t)
-
-    def set_mode(self, mode: Mode | str, t: float) -> None:
-        self.endpointer.set_mode(mode, t)
+        elif isinstance(event, TalkPressed):
+            self.endpointer.press(event.t)
+        elif isinstance(event, TalkReleased):
+            self.endpointer.release(event.t)
+        elif isinstance(event, ModeChanged):
+            self.endpointer.set_mode(event.mode, event.t)
+        elif isinstance(event, MuteChanged):
+            self._muted = event.muted

@@ -260,3 +260,39 @@ class LoadProgress(Event):
     @property
     def finished(self) -> bool:
         return self.total is not None and self.done >= self.total
+
+
+# --- the user's controls (turn_id 0: they belong to no turn; `t` is when the user acted) ------
+
+@dataclass(frozen=True)
+class TalkPressed(Event):
+    """Push-to-talk: the talk key went down at `t`; a turn starts there (and a reply playing stops)."""
+
+
+@dataclass(frozen=True)
+class TalkReleased(Event):
+    """Push-to-talk: the talk key came up at `t`; the turn ends there."""
+
+
+@dataclass(frozen=True)
+class ModeChanged(Event):
+    """The user switched how turns are delimited, from time `t` of the audio on."""
+    mode: ListeningMode = ListeningMode.HANDS_FREE
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "mode", ListeningMode(self.mode))
+        except ValueError:
+            raise BadEvent(f"ModeChanged mode must be one of {[m.value for m in ListeningMode]}, "
+                           f"got {self.mode!r}") from None
+
+
+@dataclass(frozen=True)
+class MuteChanged(Event):
+    """The microphone is muted (silence goes on instead of its audio) or heard again, from `t`."""
+    muted: bool = False
+
+
+@dataclass(frozen=True)
+class NewConversation(Event):
+    """The user started a new conversation: the history so far is set aside."""

@@ -30,7 +30,7 @@ def shipped_model_dir(name: str, table: dict[str, str]) -> Path:
     folder = shipped_models_root() / table[name]
     if not (folder / "config.json").exists():
         raise ModelUnavailable(f"shipped model {name!r} is missing from {folder}: this install comes "
-                               f"without it; train it (README, 'Demo models': python -m "
+                               f"without it; train it (docs/models.md: python -m "
                                f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train / "
                                f"foresay.engine.demo.llm_asr train)")
     return folder

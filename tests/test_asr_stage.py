@@ -2,40 +2,47 @@
 import asyncio
 import time
 
-import pytest
-
 from asr_slow import SlowScripted
-from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
 from foresay.engine.asr.stage import StreamingAsr
 from foresay.engine.asr.streaming import StreamingConfig
-from foresay.engine.events import FinalTranscript, PartialTranscript
+from foresay.engine.events import FinalTranscript, PartialTranscript, TurnEnded, UserAudio
+from foresay.engine.stage import EventBus
 
 WORDS = ("turn", "the", "lights", "off")
 
 
-async def speak(stage, audio, chunk_ms=20, speed=4.0):
+def wired(backend, config=StreamingConfig(hop_ms=50)):
+    """The stage on a bus: returns it, the bus's `emit`, and the list of what the stage emitted."""
+    emitted = []
+    bus = EventBus()
+    stage = StreamingAsr(backend, lambda e: (emitted.append(e), bus.emit(e)), config)
+    bus.connect(stage)
+    return stage, bus.emit, emitted
+
+
+async def speak(send, turn_id, t0, audio, chunk_ms=20, speed=4.0):
     chunk = chunk_ms * SAMPLE_RATE // 1000
     for at in range(0, len(audio), chunk):
-        stage.feed(audio[at: at + chunk])
+        send(UserAudio(turn_id, t0 + at / SAMPLE_RATE, audio[at: at + chunk]))
         await asyncio.sleep(chunk_ms / 1000 / speed)
 
 
 def run_turn(backend, hop_ms, speed=4.0):
-    events = []
-    stage = StreamingAsr(backend, events.append, StreamingConfig(hop_ms=hop_ms))
+    stage, send, events = wired(backend, StreamingConfig(hop_ms=hop_ms))
     audio = SyntheticUtterance(WORDS).audio()
 
     async def main():
-        stage.start_turn(3, t=50.0)
-        await speak(stage, audio, speed=speed)
-        final = await stage.end_turn()
+        await speak(send, 3, 50.0, audio, speed=speed)
+        end = 50.0 + len(audio) / SAMPLE_RATE
+        send(TurnEnded(3, end + 0.5, last_voiced_t=end))
+        await stage.settle()
         stage.close()
-        return final
 
     started = time.monotonic()
-    final = asyncio.run(main())
+    asyncio.run(main())
+    final = [e for e in events if isinstance(e, FinalTranscript)][-1]
     return stage, events, final, time.monotonic() - started
 
 
@@ -58,51 +65,52 @@ def test_slow_hops_are_coalesced_not_queued_and_the_final_still_runs():
     assert sum(call["samples"] for call in backend.calls[-1:]) == len(SyntheticUtterance(WORDS).audio())
 
 
-def test_misuse_is_reported():
-    stage = StreamingAsr(ScriptedBackend(SyntheticUtterance(WORDS)), lambda e: None)
-    with pytest.raises(AsrError, match="outside a turn"):
-        stage.feed(SyntheticUtterance(WORDS).audio())
+def test_a_turn_that_heard_nothing_or_never_ended_still_gets_its_final():
+    """An end with no audio gives an empty final at once; audio of a newer turn while one is
+    still open finishes the open one first: every turn gets exactly one final transcript."""
+    stage, send, events = wired(ScriptedBackend(SyntheticUtterance(WORDS)))
 
-    async def twice():
-        stage.start_turn(1, 0.0)
-        with pytest.raises(AsrError, match="already"):
-            stage.start_turn(2, 0.0)
-        await stage.end_turn()
-        with pytest.raises(AsrError, match="no turn"):
-            await stage.end_turn()
+    async def main():
+        send(TurnEnded(1, 1.0, last_voiced_t=0.9))
+        assert [(e.turn_id, e.text) for e in events] == [(1, "")]
+        send(UserAudio(2, 2.0, SyntheticUtterance(WORDS).audio()))
+        send(UserAudio(3, 5.0, SyntheticUtterance(WORDS).audio()))
+        send(TurnEnded(3, 8.0, last_voiced_t=7.9))
+        await stage.settle()
+        stage.close()
 
-    asyncio.run(twice())
-    stage.close()
+    asyncio.run(main())
+    finals = [(e.turn_id, e.text) for e in events if isinstance(e, FinalTranscript)]
+    assert sorted(finals) == [(1, ""), (2, "turn the lights off"), (3, "turn the lights off")]
 
 
 def test_a_cancelled_turn_emits_nothing_more():
-    events = []
-    stage = StreamingAsr(ScriptedBackend(SyntheticUtterance(WORDS)), events.append, StreamingConfig(hop_ms=50))
+    stage, send, events = wired(ScriptedBackend(SyntheticUtterance(WORDS)))
 
     async def main():
-        stage.start_turn(1, 0.0)
-        await speak(stage, SyntheticUtterance(WORDS).audio()[:8000])
-        await stage.cancel_turn()
+        await speak(send, 1, 0.0, SyntheticUtterance(WORDS).audio()[:8000])
+        await stage.cancel()
         emitted = len(events)
         await asyncio.sleep(0.15)
         assert len(events) == emitted and not any(isinstance(e, FinalTranscript) for e in events)
-        stage.start_turn(2, 1.0)  # the next turn starts cleanly
-        stage.feed(SyntheticUtterance(WORDS).audio())
-        return await stage.end_turn()
+        send(UserAudio(2, 1.0, SyntheticUtterance(WORDS).audio()))  # the next turn starts cleanly
+        send(TurnEnded(2, 4.0, last_voiced_t=3.9))
+        await stage.settle()
 
-    final = asyncio.run(main())
+    asyncio.run(main())
     stage.close()
+    [final] = [e for e in events if isinstance(e, FinalTranscript)]
     assert final.turn_id == 2 and final.text == "turn the lights off"
 
 
 def _bus_events(backend, script, config=StreamingConfig(hop_ms=50)):
-    """Run `script(stage)` (a coroutine function) on a stage wired to a list of events."""
-    events = []
-    stage = StreamingAsr(backend, events.append, config)
+    """Run `script(stage, send)` (a coroutine function) on a stage wired to a bus; returns what
+    the stage emitted."""
+    stage, send, events = wired(backend, config)
 
     async def main():
-        await script(stage)
-        await stage.settled()
+        await script(stage, send)
+        await stage.settle()
         stage.close()
     asyncio.run(main())
     return events
@@ -111,15 +119,14 @@ def _bus_events(backend, script, config=StreamingConfig(hop_ms=50)):
 def test_the_next_turn_never_mixes_into_a_final_still_decoding():
     """Turn 2's audio arrives while turn 1's (slow) final transcript is still decoding: each
     turn's transcript holds exactly its own words."""
-    from foresay.engine.events import TurnEnded, UserAudio
     first = SyntheticUtterance(WORDS)
     backend = SlowScripted(first, seconds=0.2)
 
-    async def script(stage):
-        stage.handle(UserAudio(1, 0.0, first.audio()))
-        stage.handle(TurnEnded(1, 2.0, last_voiced_t=1.8))
-        stage.handle(UserAudio(2, 3.0, first.audio()[: len(first.audio()) // 2]))
-        stage.handle(TurnEnded(2, 4.0, last_voiced_t=3.8))
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, first.audio()))
+        send(TurnEnded(1, 2.0, last_voiced_t=1.8))
+        send(UserAudio(2, 3.0, first.audio()[: len(first.audio()) // 2]))
+        send(TurnEnded(2, 4.0, last_voiced_t=3.8))
 
     events = _bus_events(backend, script)
     finals = {e.turn_id: e.text for e in events if isinstance(e, FinalTranscript)}
@@ -128,18 +135,18 @@ def test_the_next_turn_never_mixes_into_a_final_still_decoding():
 
 
 def test_a_pause_decodes_at_once_and_ending_the_turn_then_costs_no_decode():
-    from foresay.engine.events import TurnEnded, UserAudio, VoicePaused
+    from foresay.engine.events import VoicePaused
     utterance = SyntheticUtterance(WORDS)
     backend = ScriptedBackend(utterance)
     calls = {}
 
-    async def script(stage):
+    async def script(stage, send):
         audio = utterance.audio()
-        stage.handle(UserAudio(1, 0.0, audio))
-        stage.handle(VoicePaused(1, len(audio) / SAMPLE_RATE, last_voiced_t=1.0))
-        await stage.settled()
+        send(UserAudio(1, 0.0, audio))
+        send(VoicePaused(1, len(audio) / SAMPLE_RATE, last_voiced_t=1.0))
+        await stage.settle()
         calls["before_end"] = len(backend.calls)
-        stage.handle(TurnEnded(1, 3.0, last_voiced_t=1.0))
+        send(TurnEnded(1, 3.0, last_voiced_t=1.0))
         calls["after_end"] = len(backend.calls)
 
     events = _bus_events(backend, script)
@@ -159,19 +166,19 @@ def test_a_pause_decodes_at_once_and_ending_the_turn_then_costs_no_decode():
 
 
 def test_a_resumed_turn_keeps_what_it_heard_and_transcribes_the_rest():
-    from foresay.engine.events import TurnEnded, TurnResumed, UserAudio
+    from foresay.engine.events import TurnResumed
     utterance = SyntheticUtterance(WORDS)
     audio = utterance.audio()
     cut = int(utterance.timeline()[2][0])  # "turn the" | "lights off"
     backend = ScriptedBackend(utterance)
 
-    async def script(stage):
-        stage.handle(UserAudio(1, 0.0, audio[:cut]))
-        stage.handle(TurnEnded(1, 1.0, last_voiced_t=0.9))
-        await stage.settled()
-        stage.handle(TurnResumed(1, 1.1))
-        stage.handle(UserAudio(1, cut / SAMPLE_RATE, audio[cut:]))
-        stage.handle(TurnEnded(1, 3.0, last_voiced_t=2.5))
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio[:cut]))
+        send(TurnEnded(1, 1.0, last_voiced_t=0.9))
+        await stage.settle()
+        send(TurnResumed(1, 1.1))
+        send(UserAudio(1, cut / SAMPLE_RATE, audio[cut:]))
+        send(TurnEnded(1, 3.0, last_voiced_t=2.5))
 
     events = _bus_events(backend, script)
     finals = [e.text for e in events if isinstance(e, FinalTranscript)]

@@ -34,3 +34,17 @@ def test_run_without_a_microphone_points_to_replay(capsys, monkeypatch):
     assert main(["run", "--no-ui", "--profile", "tiny-random"]) == 2
     err = capsys.readouterr().err
     assert "no input device found" in err and "foresay replay" in err
+
+
+def test_the_command_line_says_when_it_runs_another_profile_than_the_configured(tmp_path, capsys):
+    from argparse import Namespace
+
+    from foresay.app.arguments import settings_from
+
+    config = tmp_path / "config.toml"
+    config.write_text('[app]\nprofile = "cpu"\n')
+    assert settings_from(Namespace(config=config, profile="demo", set=[])).app.profile == "demo"
+    assert capsys.readouterr().err.strip() == f"foresay: running the 'demo' profile (--profile); {config} chooses 'cpu'"
+    settings_from(Namespace(config=config, profile="cpu", set=[]))
+    settings_from(Namespace(config=config, profile=None, set=[]))
+    assert capsys.readouterr().err == ""   # the configured profile: nothing to say

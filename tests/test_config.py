@@ -52,10 +52,10 @@ def test_missing_config_file(tmp_path):
         load_settings(tmp_path / "nope.toml")
 
 
-def test_the_readme_example_config_is_valid(tmp_path):
+def test_the_documented_example_config_is_valid(tmp_path):
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    block = page.split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "config.toml"
     path.write_text(block.replace('profile = "auto"', 'profile = "cpu"'))
     s = load_settings(path)

@@ -1,16 +1,28 @@
 import asyncio
 
-from foresay.engine.events import (DraftUpdated, FinalTranscript, FirstSentenceReady,
-                                   PartialTranscript, ReplyDone, SentenceReady)
+from foresay.engine.compute_gate import ComputeGate
+from foresay.engine.events import (DraftUpdated, FinalTranscript, FirstSentenceReady, Interrupt,
+                                   PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
+                                   TurnClosed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stage import PredGenStage, partial_prompt
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.sentences import SplitterConfig
+from foresay.engine.stage import EventBus
 
 from predgen_helpers import cold_greedy
 
 CONFIG = PredGenConfig(max_new_tokens=24, max_draft_tokens=20, margin_tokens=2,
                        splitter=SplitterConfig(max_chars=40, min_cut_chars=10))
+
+
+def wired(conv, **kwargs):
+    """The stage on a bus: returns it, the bus, and the list of what the stage emitted."""
+    emitted = []
+    bus = EventBus()
+    stage = PredGenStage(conv, lambda e: (emitted.append(e), bus.emit(e)), CONFIG, **kwargs)
+    bus.connect(stage)
+    return stage, bus, emitted
 
 
 def test_partial_prompt_drops_the_growing_word():
@@ -19,61 +31,66 @@ def test_partial_prompt_drops_the_growing_word():
 
 
 def test_stage_streams_a_lossless_reply_from_transcript_events(tiny_lm):
-    events = []
+    stage, bus, events = wired(Conversation(tiny_lm))
 
     async def main():
-        stage = PredGenStage(Conversation(tiny_lm), events.append, CONFIG)
-        await stage.warmup()
+        await stage.start()
         words = "could you tell me about the weather in Paris".split()
         for i in range(1, len(words)):
-            stage.on_partial(PartialTranscript(1, 0.0, i, " ".join(words[:i]), words[i]))
-            await stage.settled()
-        record = await stage.on_final(FinalTranscript(1, 0.0, " ".join(words)))
-        heard = await stage.commit()
+            bus.emit(PartialTranscript(1, 0.0, i, " ".join(words[:i]), words[i]))
+            await stage.settle()
+        bus.emit(FinalTranscript(1, 0.0, " ".join(words)))
+        await stage.settle()
+        done = events[-1]
+        bus.emit(ReplyHeard(1, 0.0))  # played to the end: the whole reply enters the history
+        await stage.settle()
         stage.close()
-        return stage, record, heard
+        [closed] = [e for e in events if isinstance(e, TurnClosed)]
+        return stage.turn.record, done, closed.reply_text
 
-    stage, record, heard = asyncio.run(main())
+    record, done, heard = asyncio.run(main())
     kinds = [type(e) for e in events]
     assert DraftUpdated in kinds and FirstSentenceReady in kinds
     sentences = [e for e in events if isinstance(e, SentenceReady)]
     assert [s.index for s in sentences] == list(range(len(sentences)))
     assert sentences[0].text == record.first_sentence
-    done = events[-1]
     assert isinstance(done, ReplyDone) and done.text == heard
     turn = stage.turn
     assert turn.reply_ids() == cold_greedy(tiny_lm, turn.prompt.ids, CONFIG.max_new_tokens)
 
 
 def test_barge_in_cancels_the_reply_and_keeps_the_heard_part(tiny_lm):
-    events = []
+    conv = Conversation(tiny_lm)
+    stage, bus, events = wired(conv)
+
+    def barge_in(event):  # the user speaks over the reply as its first sentence is out
+        if event.index == 0:
+            bus.emit(ReplyStarted(1, 0.0))
+            bus.emit(Interrupt(1, 0.0))
+            bus.emit(ReplyHeard(1, 0.0, heard_chars=5, interrupted=True))
+    bus.subscribe(SentenceReady, barge_in)
 
     async def main():
-        conv = Conversation(tiny_lm)
-        stage = PredGenStage(conv, events.append, CONFIG)
-        task = asyncio.create_task(stage.on_final(FinalTranscript(1, 0.0, "tell me a long story")))
-        while not any(isinstance(e, SentenceReady) for e in events):
-            await asyncio.sleep(0.001)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        heard = await stage.commit(heard_chars=5)
+        bus.emit(FinalTranscript(1, 0.0, "tell me a long story"))
+        await stage.settle()
         stage.close()
-        return conv, heard
+        [closed] = [e for e in events if isinstance(e, TurnClosed)]
+        return closed.reply_text
 
-    conv, heard = asyncio.run(main())
+    heard = asyncio.run(main())
     assert not any(isinstance(e, ReplyDone) for e in events)
     assert 5 <= len(heard) < 40 and conv.messages[-1]["content"] == heard
 
 
 def test_baseline_stage_ignores_partials(tiny_lm):
-    events = []
+    stage, bus, events = wired(Conversation(tiny_lm), speculate=False)
 
     async def main():
-        stage = PredGenStage(Conversation(tiny_lm), events.append, CONFIG, speculate=False)
-        stage.on_partial(PartialTranscript(1, 0.0, 1, "hello", "there"))
-        record = await stage.on_final(FinalTranscript(1, 0.0, "hello there"))
+        bus.emit(PartialTranscript(1, 0.0, 1, "hello", "there"))
+        bus.emit(FinalTranscript(1, 0.0, "hello there"))
+        await stage.settle()
         stage.close()
-        return record
+        return stage.turn.record
 
     record = asyncio.run(main())
     assert record.outcome == "baseline"
@@ -82,17 +99,16 @@ def test_baseline_stage_ignores_partials(tiny_lm):
 
 
 def test_speculation_yields_while_the_asr_decodes(tiny_lm):
-    events = []
-    busy = {"asr": True}
+    gate = ComputeGate()
+    stage, bus, events = wired(Conversation(tiny_lm), gate=gate)
 
     async def main():
-        stage = PredGenStage(Conversation(tiny_lm), events.append, CONFIG, yield_to=lambda: busy["asr"])
-        stage.on_partial(PartialTranscript(1, 0.0, 1, "what is the", "weather"))
-        await stage.settled()
+        with gate.claim():  # an ASR decode holds the processor (or waits for it)
+            bus.emit(PartialTranscript(1, 0.0, 1, "what is the", "weather"))
+            await stage.settle()
         yielded = stage.turn.updates[-1]
-        busy["asr"] = False
-        stage.on_partial(PartialTranscript(1, 0.0, 2, "what is the weather", "in"))
-        await stage.settled()
+        bus.emit(PartialTranscript(1, 0.0, 2, "what is the weather", "in"))
+        await stage.settle()
         stage.close()
         return yielded, stage.turn.updates[-1]
 

@@ -36,6 +36,7 @@ class Recorder(Stage):
     consumes = (Ping,)
 
     def __init__(self, bus: EventBus, echo: bool = False):
+        super().__init__(bus.emit)
         self.bus, self.echo, self.seen = bus, echo, []
 
     def handle(self, event):
@@ -56,6 +57,30 @@ def test_the_bus_routes_by_type_in_one_global_order():
     # Pong is a Ping: both stages get it; it is routed after Ping 1 reached every stage
     assert listening.seen == [("Ping", 1), ("Pong", 1), ("Ping", 2), ("Pong", 2)]
     assert [o for o in order if o[0] != "TurnEnded"] == listening.seen and len(order) == 5
+
+
+class Failing(Recorder):
+    def handle(self, event):
+        super().handle(event)
+        if type(event) is Ping:
+            raise PermissionError(13, "Permission denied")
+
+
+def test_a_failing_stage_never_leaves_an_event_half_routed():
+    bus = EventBus()
+    failing, echoing, listening = Failing(bus), Recorder(bus, echo=True), Recorder(bus)
+    for stage in (failing, echoing, listening):
+        bus.connect(stage)
+    try:
+        bus.emit(Ping(0, 0.0, 1))
+    except PermissionError:
+        pass
+    else:
+        raise AssertionError("the error reaches the emitter")
+    # every stage after the failing one got Ping 1, and what it emitted was routed at once
+    assert listening.seen == [("Ping", 1), ("Pong", 1)] and failing.seen == [("Ping", 1), ("Pong", 1)]
+    bus.emit(Pong(0, 0.0, 2))
+    assert listening.seen[-1] == ("Pong", 2) and len(listening.seen) == 3
 
 
 def test_the_listener_streams_each_sample_of_a_turn_exactly_once(tmp_path):
@@ -82,7 +107,7 @@ class FakeSpeaker(Stage):
     consumes = (ReplyDone,)
 
     def __init__(self, emit):
-        self.emit = emit
+        super().__init__(emit)
 
     def handle(self, event):
         if event.outcome not in ("empty", "merged", "failed"):
@@ -93,26 +118,28 @@ def test_the_listener_hands_the_decision_the_estimate_how_steadily_and_how_it_wa
     from foresay.audio.turn_end import TurnEndDecision
     from foresay.engine.events import DraftUpdated, PauseRechecked, PausedTranscript
     policy = TurnEndDecision()
-    listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None)
+    bus = EventBus()
+    bus.connect(Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), bus.emit))
     policy.begin_turn(1)
-    listener.handle(PausedTranscript(1, 0.3, 1, "Set a timer for 5 minutes.", audio_until_t=0.3, rechecking=True))
-    listener.handle(DraftUpdated(1, 0.35, 1, "", 0, 0.999, audio_until_t=0.3))
+    bus.emit(PausedTranscript(1, 0.3, 1, "Set a timer for 5 minutes.", audio_until_t=0.3, rechecking=True))
+    bus.emit(DraftUpdated(1, 0.35, 1, "", 0, 0.999, audio_until_t=0.3))
     assert policy.view().verdict == "checking words" and policy.hangover_s() == policy.config.unsteady_s
-    listener.handle(PauseRechecked(1, 0.4, 1, steady=True))
+    bus.emit(PauseRechecked(1, 0.4, 1, steady=True))
     assert policy.view().verdict == "sounds finished"
-    listener.handle(PauseRechecked(1, 0.5, 2, steady=False))
-    listener.handle(DraftUpdated(1, 0.6, 2, "", 0, 0.999, audio_until_t=0.5))
+    bus.emit(PauseRechecked(1, 0.5, 2, steady=False))
+    bus.emit(DraftUpdated(1, 0.6, 2, "", 0, 0.999, audio_until_t=0.5))
     assert policy.view().verdict == "unclear words" and policy.hangover_s() == policy.config.unsteady_s
-    listener.handle(PauseRechecked(1, 0.7, 3, steady=True))
-    listener.handle(DraftUpdated(1, 0.8, 3, "", 0, 0.999, audio_until_t=0.7))
+    bus.emit(PauseRechecked(1, 0.7, 3, steady=True))
+    bus.emit(DraftUpdated(1, 0.8, 3, "", 0, 0.999, audio_until_t=0.7))
     assert policy.view().verdict == "sounds finished"
-    listener.handle(PausedTranscript(1, 0.9, 4, "Set a timer for", audio_until_t=0.9))  # no sentence end written
-    listener.handle(DraftUpdated(1, 0.95, 4, "", 0, 0.999, audio_until_t=0.9))
+    bus.emit(PausedTranscript(1, 0.9, 4, "Set a timer for", audio_until_t=0.9))  # no sentence end written
+    bus.emit(DraftUpdated(1, 0.95, 4, "", 0, 0.999, audio_until_t=0.9))
     assert policy.view().verdict == "no sentence end" and policy.hangover_s() == policy.config.open_sentence_s
-    fixed = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), lambda e: None,
-                     adaptive_endpointing=False)  # the fixed hangover takes no estimate
-    fixed.handle(PauseRechecked(1, 1.0, 5, steady=False))
-    fixed.handle(PausedTranscript(1, 1.0, 5, "Set a timer for", audio_until_t=1.0))
+    bus = EventBus()
+    bus.connect(Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), policy), bus.emit,
+                         adaptive_endpointing=False))  # the fixed hangover takes no estimate
+    bus.emit(PauseRechecked(1, 1.0, 5, steady=False))
+    bus.emit(PausedTranscript(1, 1.0, 5, "Set a timer for", audio_until_t=1.0))
     policy.update(0.999, 1, revision=5, audio_until_t=1.0)
     assert policy.view().verdict == "sounds finished"
 
@@ -137,7 +164,7 @@ def test_a_final_transcript_after_the_next_turn_began_joins_that_turn(tiny_lm):
         bus.emit(TurnEnded(2, 2.0))
         bus.emit(FinalTranscript(2, 2.1, "ten minutes"))
         while not any(isinstance(e, TurnClosed) and e.turn_id == 2 for e in seen):
-            await stage.idle()
+            await stage.settle()
             await asyncio.sleep(0.01)
         stage.close()
 
@@ -162,7 +189,7 @@ def test_every_turn_closes_exactly_once_even_when_there_is_nothing_to_answer(tin
             bus.emit(TurnEnded(turn, 1.0))
             bus.emit(FinalTranscript(turn, 1.0, text))
             while not any(isinstance(e, TurnClosed) and e.turn_id == turn for e in seen):
-                await stage.idle()
+                await stage.settle()
                 await asyncio.sleep(0.01)
         stage.close()
 
@@ -188,7 +215,8 @@ class HeldSpeaker(Stage):
     consumes = (ReplyDone,)
 
     def __init__(self, emit):
-        self.emit, self.done = emit, []
+        super().__init__(emit)
+        self.done = []
 
     def handle(self, event):
         if event.outcome not in ("empty", "merged", "failed"):
@@ -214,7 +242,7 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
 
     async def until(predicate):
         while not predicate():
-            await stage.idle()
+            await stage.settle()
             await asyncio.sleep(0.01)
 
     async def main():
@@ -267,15 +295,17 @@ def test_speech_over_a_reply_that_never_interrupts_it_becomes_the_next_turn(tmp_
     clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5)
     events: list[Event] = []
     onset = 100.0 + clip.speech_start
-    listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.5)), events.append,
+    bus = EventBus(observers=[events.append])
+    listener = Listener(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.5)), bus.emit,
                         bargein=QuietBargeIn(onset))
-    listener.handle(ReplyStarted(7, 100.0))
+    bus.connect(listener)
+    bus.emit(ReplyStarted(7, 100.0))
     block = 320
     reply_ends = 100.0 + clip.speech_start + 1.5  # mid-sentence
     for i in range(0, len(clip.samples), block):
         t = 100.0 + i / SAMPLE_RATE
         if t >= reply_ends and listener.bargein.armed:
-            listener.handle(ReplyHeard(7, t))
+            bus.emit(ReplyHeard(7, t))
         listener.on_block(AudioBlock(clip.samples[i:i + block], t))
     listener.finish()
     started = [e for e in events if isinstance(e, SpeechStarted)]
@@ -303,11 +333,11 @@ def test_a_failing_speculation_falls_back_to_a_plain_reply(tiny_lm, monkeypatch)
     async def main():
         bus.emit(SpeechStarted(1, 0.0))
         bus.emit(PartialTranscript(1, 0.5, 1, "what is the", "weather"))
-        await stage.settled()
+        await stage.settle()
         bus.emit(TurnEnded(1, 1.0))
         bus.emit(FinalTranscript(1, 1.0, "what is the weather"))
         while not any(isinstance(e, TurnClosed) for e in seen):
-            await stage.idle()
+            await stage.settle()
             await asyncio.sleep(0.01)
         stage.close()
 

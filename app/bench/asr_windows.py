@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or args.threads < 0:
         raise AsrError("--repeats must be at least 1, --threads >= 0")
     clips = truth_clips(args.audio)
-    check_outputs({"--json": args.json}, {"--audio": args.audio})
+    check_outputs({"--json": args.json}, {"--audio": args.audio}, force=args.force)
     backend = FasterWhisperBackend(FasterWhisperConfig(args.target, device=args.device.split(":")[0],
                                                        cpu_threads=args.threads,
                                                        max_new_tokens=args.max_new_tokens))

@@ -17,7 +17,6 @@ speech recognition in between.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import statistics
 import sys
@@ -28,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from foresay.app.saving import write_report
 from foresay.app.arguments import add_settings_arguments, settings_from
 from foresay.app.commands import replay
 from foresay.app.config import Settings
-from foresay.app.paths import check_outputs
+from foresay.app.paths import add_force_argument, check_outputs
 from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
 from foresay.engine.demo.evaluate_whisper import words
 from foresay.engine.demo.speech import SAMPLE_RATE, VoiceSetting, speak, voice_settings, write_wav
@@ -122,7 +122,7 @@ def run_bench_demo(args) -> int:
     if args.requests < 1:
         raise ForesayError("--requests must be at least 1")
     settings = settings_from(args)
-    check_outputs({"--json": Path(args.json) if args.json else None}, {})
+    check_outputs({"--json": Path(args.json) if args.json else None}, {}, force=args.force)
     requests = held_out_requests(args.requests, args.data_seed)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep) if args.keep else Path(tmp)
@@ -136,9 +136,9 @@ def run_bench_demo(args) -> int:
           (f"; voice-to-voice median {report['voice_to_voice_ms_median']:.0f} ms"
            if report["voice_to_voice_ms_median"] is not None else ""), file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": report, "results": [
+        write_report(Path(args.json), {"summary": report, "results": [
             {"said": r.request.text, "voice": r.request.voice.voice, "heard": r.heard, "expected": r.request.reply,
-             "replied": r.replied, "voice_to_voice_ms": r.voice_to_voice_ms} for r in results]}, indent=2))
+             "replied": r.replied, "voice_to_voice_ms": r.voice_to_voice_ms} for r in results]})
     return 0
 
 
@@ -150,5 +150,6 @@ def register(benches) -> None:
                    help="pace each recording on the audio clock (latencies then mean something; slower)")
     p.add_argument("--keep", metavar="DIR", help="keep the request and reply WAVs here")
     p.add_argument("--json", metavar="OUT")
+    add_force_argument(p)
     add_settings_arguments(p)
     p.set_defaults(func=run_bench_demo, profile="demo")

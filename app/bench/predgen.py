@@ -22,11 +22,12 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from foresay.app.saving import write_report
 from foresay.app.bench.continuation import (BEST_CASE, apply_continuation, best_case_methods,
                                             measure_continuation_cost, missed_summary, paired_ttfs_ratio,
                                             print_continuation_lines, specbound_best_case)
 from foresay.app.bench.pass_timing import measure_pass_timing, measure_turn_cost
-from foresay.app.paths import check_outputs, read_text
+from foresay.app.paths import add_force_argument, check_outputs, read_text
 from foresay.engine.errors import ForesayError
 
 DEFAULT_METHODS = "baseline,greedy,topk:3,reflection"
@@ -98,7 +99,7 @@ def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[
         conversations.append(turns if multi_turn else turns[:1])
     if not conversations:
         raise ForesayError(f"{source} holds no prompts")
-    return conversations[:limit] if limit else conversations
+    return conversations[:limit] if limit is not None else conversations
 
 
 def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) -> TurnResult:
@@ -207,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.speed <= 0:
         raise ForesayError("--speed must be a positive number of characters per minute")
+    if args.limit is not None and args.limit < 1:
+        raise ForesayError(f"--limit must be at least 1 (the number of prompts to use), got {args.limit}")
+    if args.turn_cost < 0:
+        raise ForesayError(f"--turn-cost must be 0 (off) or a number of turns, got {args.turn_cost}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise ForesayError("--methods names no method")
@@ -220,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         ContinuationConfig.parse(split_method(method)[1])
     conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
     check_outputs({"--json": Path(args.json) if args.json else None},
-                  {"--prompts": Path(args.prompts) if args.prompts else None})
+                  {"--prompts": Path(args.prompts) if args.prompts else None}, force=args.force)
     lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
                             threads=args.threads, cache=args.cache, exact=not args.fast,
                             backend=args.backend, base_url=args.base_url,
@@ -263,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
         report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
     print_table(report)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(Path(args.json), report)
     return 0
 
 
@@ -341,6 +346,7 @@ def register(benches) -> None:
                    "continuation with heads that know the greedy reply (method@best): every draft right at the "
                    "first exit, the most drafting can save")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    add_force_argument(p)
     p.add_argument("--tts-latency-ms", type=float, default=150,
                    help="TTS time to first audio assumed for the audio latency (no TTS attached)")
     p.add_argument("--multi-turn", action="store_true",

@@ -2,8 +2,8 @@
 LLM-based recognizers (Qwen3-ASR) through their own greedy loop or SpecASR.
 
 Entry points for the pipeline: `AsrConfig` + `build_backend` choose and load the recognizer;
-`StreamingAsr` runs it on the event loop (start_turn / feed / end_turn) and emits
-`PartialTranscript` and `FinalTranscript`; `StreamingTranscriber` is the same logic without I/O.
+`StreamingAsr` is the pipeline stage (UserAudio and TurnEnded in, `PartialTranscript` and
+`FinalTranscript` out); `StreamingTranscriber` is the same logic without I/O.
 Heavy modules (torch, transformers, faster-whisper) load when these names are first used.
 """
 from __future__ import annotations

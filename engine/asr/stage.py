@@ -1,7 +1,8 @@
 """The ASR stage: UserAudio in, PartialTranscript / FinalTranscript out.
 
-Model work runs in one dedicated worker thread (the transcriber is not thread-safe and every
-call to it happens there, in order). Hops are ticks of a fixed cadence; a tick that arrives
+Model work runs in the stage's worker thread (the transcriber is not thread-safe and every
+call to it happens there, in order); each decode claims the shared compute gate, so that
+speculative LLM work on the same processor yields to it. Hops are ticks of a fixed cadence; a tick that arrives
 while a hop is still decoding is skipped, and the next hop decodes all audio received in
 between (coalescing), so work never queues up. The final decode always runs, after any hop in
 flight. Ending a turn detaches it at once: audio of the next turn, arriving while the previous
@@ -14,16 +15,16 @@ names and words of earlier turns are recognized).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend
-from foresay.engine.asr.errors import AsrError
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
+from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, PauseRechecked,
                                    StatusMessage, TurnClosed, TurnEnded, TurnResumed, UserAudio, VoicePaused, VoiceResumed)
@@ -35,17 +36,19 @@ log = logging.getLogger(__name__)
 class StreamingAsr(Stage):
     consumes = (UserAudio, VoicePaused, VoiceResumed, TurnEnded, TurnResumed, TurnClosed)
     name = "speech recognizer"
+    worker = "asr"
 
     def __init__(self, backend: AsrBackend, emit: Callable[[Event], None],
-                 config: StreamingConfig = StreamingConfig(), context_turns: int = 2) -> None:
-        """`context_turns`: how many earlier turns (user and reply text) prompt the recognizer."""
-        self.backend, self.emit, self.config = backend, emit, config
+                 config: StreamingConfig = StreamingConfig(), context_turns: int = 2,
+                 gate: ComputeGate | None = None) -> None:
+        """`context_turns`: how many earlier turns (user and reply text) prompt the recognizer;
+        `gate`: the processor shared with other stages (each decode claims it)."""
+        super().__init__(emit)
+        self.backend, self.config, self.gate = backend, config, gate
         self.context_turns = context_turns
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foresay-asr")
         self._transcriber: StreamingTranscriber | None = None
         self._pending: list[np.ndarray] = []
         self._hops: asyncio.Task | None = None
-        self._finals: set[asyncio.Task] = set()
         self._context: list[str] = []
         self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript]] = {}
         self._finished: tuple[int, StreamingTranscriber] | None = None  # the last turn ended
@@ -56,7 +59,6 @@ class StreamingAsr(Stage):
         self._catch_up_samples = int(SAMPLE_RATE * min(2.0, backend.window_seconds / 3))
         self.hops_run = 0
         self.hops_skipped = 0
-        self.decoding = False  # a hop or the final is being decoded (other stages may yield)
 
     # --- the stage contract ------------------------------------------------------------------
 
@@ -67,12 +69,12 @@ class StreamingAsr(Stage):
             if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
                 if self._transcriber is not None:  # a turn that never ended: finish it first
                     self._finish_in_background(self._detach())
-                self.start_turn(event.turn_id, event.t, history=" ".join(self._context))
-            self.feed(event.samples)
+                self._start_turn(event.turn_id, event.t)
+            self._feed(event.samples)
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
-                self._spawn(self._preview(self._transcriber))
+                self.spawn(self._preview(self._transcriber))
         elif isinstance(event, VoiceResumed):
             self._paused = False
         elif isinstance(event, TurnEnded):
@@ -96,73 +98,41 @@ class StreamingAsr(Stage):
                 self._context = (self._context + [event.user_text, event.reply_text])[-2 * self.context_turns:]
 
     async def start(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self.backend.warmup)
+        await self.run_in_worker(self.backend.warmup)
 
     async def cancel(self) -> None:
-        await self.cancel_turn()
-        for task in list(self._finals):
-            task.cancel()
-        await asyncio.gather(*self._finals, return_exceptions=True)
-
-    def close(self) -> None:
-        """Stop the worker thread (after the last turn ended; waits for a decode in flight)."""
-        if self._hops is not None:
-            self._hops.cancel()
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-    async def settled(self) -> None:
-        """Wait for every final transcript under way."""
-        while self._finals:
-            await asyncio.gather(*self._finals, return_exceptions=True)
-
-    # --- the imperative core (also used directly by tests and benchmarks) ---------------------
-
-    async def warmup(self) -> None:
-        await self.start()
-
-    def start_turn(self, turn_id: int, t: float, history: str = "") -> None:
-        """Begin an utterance whose first sample is at monotonic time `t`."""
-        if self._transcriber is not None:
-            raise AsrError("a turn is already being transcribed; end it first")
-        self._transcriber = StreamingTranscriber(self.backend, self.config, turn_id=turn_id,
-                                                 start_time=t, history=history)
+        """Drop the open turn without a final transcript, and every final under way."""
+        self._transcriber = self._hops = None
         self._pending, self._pending_samples = [], 0
-        self._paused = False
-        self._hops = asyncio.get_running_loop().create_task(self._hop_loop(self._transcriber))
-
-    def feed(self, samples: np.ndarray) -> None:
-        """Audio of the current turn (called on the event loop; copies are cheap)."""
-        if self._transcriber is None:
-            raise AsrError("audio arrived outside a turn; call start_turn first")
-        self._pending.append(np.array(samples, dtype=np.float32, copy=True))
-        self._pending_samples += len(samples)
-        if self._pending_samples >= self._catch_up_samples:
-            self._hop_now = True  # a decode now, before the window could overflow
+        await super().cancel()
 
     async def caught_up(self) -> None:
-        """Wait while more audio waits for a decode than the window can take at once (a file
-        replayed faster than real time; live audio never gets this far ahead)."""
         while (self._transcriber is not None and not self._paused
                and self._pending_samples >= self._catch_up_samples):
             self._hop_now = True
             await asyncio.sleep(0.005)
 
-    async def end_turn(self) -> FinalTranscript:
-        """The current turn's final transcript (also emitted)."""
-        if self._transcriber is None:
-            raise AsrError("no turn is being transcribed")
-        return await self._final(self._detach())
-
-    async def cancel_turn(self) -> None:
-        """Drop the current turn without a final transcript (e.g. the speech was a false start)."""
-        hops = self._hops
-        self._hops = self._transcriber = None
-        self._pending, self._pending_samples = [], 0
-        if hops is not None:
-            hops.cancel()
-            await asyncio.gather(hops, return_exceptions=True)
-
     # --- inside ---------------------------------------------------------------------------------
+
+    def _start_turn(self, turn_id: int, t: float) -> None:
+        """Begin an utterance whose first sample is at monotonic time `t`."""
+        self._transcriber = StreamingTranscriber(self.backend, self.config, turn_id=turn_id,
+                                                 start_time=t, history=" ".join(self._context))
+        self._pending, self._pending_samples = [], 0
+        self._paused = False
+        self._hops = self.spawn(self._hop_loop(self._transcriber), lasting=True)
+
+    def _feed(self, samples: np.ndarray) -> None:
+        """Audio of the current turn (on the event loop; copies are cheap)."""
+        self._pending.append(np.array(samples, dtype=np.float32, copy=True))
+        self._pending_samples += len(samples)
+        if self._pending_samples >= self._catch_up_samples:
+            self._hop_now = True  # a decode now, before the window could overflow
+
+    async def _decode(self, work):
+        """`work()` on the worker thread, claiming the shared processor from now until it is done."""
+        with self.gate.claim() if self.gate is not None else contextlib.nullcontext():
+            return await self.run_in_worker(work)
 
     def _detach(self) -> tuple[StreamingTranscriber, asyncio.Task, np.ndarray]:
         """Take the current turn off the stage, synchronously: later audio belongs to the next."""
@@ -170,14 +140,9 @@ class StreamingAsr(Stage):
         self._transcriber = self._hops = None
         return detached
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._finals.add(task)
-        task.add_done_callback(self._finals.discard)
-
     def _finish_in_background(self, detached) -> None:
         self._finished = (detached[0].turn_id, detached[0])
-        self._spawn(self._final_or_report(detached))
+        self.spawn(self._final_or_report(detached))
 
     async def _preview(self, transcriber: StreamingTranscriber) -> None:
         """The voice paused: decode all audio so far as the final would, at once (not on the
@@ -191,11 +156,7 @@ class StreamingAsr(Stage):
             transcriber.revision += 1  # later partials supersede it
             return final, transcriber.revision, transcriber.recheck_due()
 
-        self.decoding = True
-        try:
-            final, revision, rechecking = await asyncio.get_running_loop().run_in_executor(self._executor, work)
-        finally:
-            self.decoding = False
+        final, revision, rechecking = await self._decode(work)
         if self._transcriber is transcriber:  # still this turn's, still open
             self._previews = {transcriber.turn_id: (transcriber, final)}
             self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
@@ -208,7 +169,7 @@ class StreamingAsr(Stage):
         heard steadily? The decision waits for this answer, so it is sent whenever the paused
         transcript said it would be, and counts as steady if audio came since (a newer revision
         supersedes it anyway)."""
-        steady = await asyncio.get_running_loop().run_in_executor(self._executor, transcriber.preview_steadiness)
+        steady = await self.run_in_worker(transcriber.preview_steadiness)
         self.emit(PauseRechecked(final.turn_id, final.t, revision, steady is not False))
 
     def _resume(self, event: TurnResumed) -> None:
@@ -218,7 +179,7 @@ class StreamingAsr(Stage):
         transcriber = self._finished[1]
         self._finished = None
         self._transcriber, self._paused = transcriber, False
-        self._hops = asyncio.get_running_loop().create_task(self._hop_loop(transcriber))
+        self._hops = self.spawn(self._hop_loop(transcriber), lasting=True)
 
     async def _final_or_report(self, detached) -> None:
         transcriber = detached[0]
@@ -245,11 +206,7 @@ class StreamingAsr(Stage):
             transcriber.append(audio)
             return transcriber.finish()
 
-        self.decoding = True
-        try:
-            event = await asyncio.get_running_loop().run_in_executor(self._executor, final)
-        finally:
-            self.decoding = False
+        event = await self._decode(final)
         if self._transcriber is not transcriber:  # not resumed meanwhile
             self.emit(event)
         return event
@@ -275,11 +232,7 @@ class StreamingAsr(Stage):
                     transcriber.append(audio)
                     return transcriber.hop()
 
-                self.decoding = True
-                try:
-                    partial = await loop.run_in_executor(self._executor, step)
-                finally:
-                    self.decoding = False
+                partial = await self._decode(step)
                 self.hops_run += 1
                 if self._transcriber is transcriber:  # a turn ended meanwhile says no more partials
                     self.emit(partial)

@@ -4,8 +4,9 @@ Partial transcripts are coalesced (only the newest waits; an update in flight is
 extending as soon as a newer one arrives); the final transcript finalizes the turn and the reply
 is produced sentence by sentence, each a `SentenceReady` event, then `ReplyDone`. When the
 reply's playback ends (`ReplyHeard`), the turn enters the history as far as the user heard it
-and `TurnClosed` says what entered. All model work runs on one dedicated thread, in order; no
-model is touched on the event loop.
+and `TurnClosed` says what entered. All model work runs on the stage's worker thread, in order;
+no model is touched on the event loop. Speculation yields to urgent work on the shared compute
+gate (an ASR decode): it stops extending its draft, and the next partial resumes it.
 
 Nothing the user said is dropped: a turn whose reply was not yet heard when the user started
 speaking again (or whose final transcript arrives after the next turn began) is not answered
@@ -16,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
-                                   PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady,
-                                   SpeechStarted, StatusMessage, TurnClosed, TurnResumed)
+                                   NewConversation, PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard,
+                                   ReplyStarted, SentenceReady, SpeechStarted, StatusMessage, TurnClosed, TurnResumed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
 from foresay.engine.predgen.verifiers import Verifier
@@ -42,25 +43,25 @@ def partial_prompt(event: PartialTranscript | PausedTranscript) -> str:
 
 class PredGenStage(Stage):
     consumes = (SpeechStarted, PartialTranscript, PausedTranscript, FinalTranscript, ReplyStarted, ReplyHeard,
-                Interrupt, TurnResumed)
+                Interrupt, TurnResumed, NewConversation)
     name = "language model"
+    worker = "llm"
 
     def __init__(self, conv: Conversation, emit: Callable[[Event], None],
                  config: PredGenConfig = PredGenConfig(), verifier: Verifier | None = None,
                  speculate: bool = True, clock: Callable[[], float] = time.monotonic,
-                 yield_to: Callable[[], bool] | None = None):
+                 gate: ComputeGate | None = None):
         """`speculate=False` gives the baseline: nothing happens before the final transcript.
-        `yield_to()`: while it is true (e.g. the ASR is decoding on the same cores or GPU),
-        speculation stops extending its draft; the next partial resumes it."""
+        `gate`: the processor shared with urgent work (the ASR's decodes); while that holds or
+        waits for it, speculation stops extending its draft."""
+        super().__init__(emit)
         self.conv = conv
-        self.emit = emit
         self.config = config
         self.verifier = verifier
         self.speculate = speculate
         self.clock = clock
-        self.yield_to = yield_to
+        self.gate = gate
         self.turn: PredGenTurn | None = None   # created and used on the worker thread only
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foresay-llm")
         self._newest: PartialTranscript | PausedTranscript | None = None
         self._speculation: asyncio.Task | None = None
         self._reply: asyncio.Task | None = None
@@ -69,13 +70,8 @@ class PredGenStage(Stage):
         self._heard_from: set[int] = set()    # turns whose reply reached playback
         self._latest_turn = 0                 # newest turn the user started
         self._carried = ""                    # words of superseded turns, for the next prompt
-        self._tasks: set[asyncio.Task] = set()
         self._restart: int | None = None      # a resumed turn: its state is rebuilt before use
         self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def _run(self, fn, *args, **kwargs):
-        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
     # --- the stage contract ------------------------------------------------------------------
 
@@ -86,40 +82,26 @@ class PredGenStage(Stage):
                     and self._reply_turn not in self._heard_from:
                 self.emit(Interrupt(self._reply_turn, event.t))  # not heard yet: the words carry over
         elif isinstance(event, (PartialTranscript, PausedTranscript)):
-            self.on_partial(event)
+            self._on_partial(event)
         elif isinstance(event, FinalTranscript):
-            self._spawn(self._answer(event))
+            self.spawn(self._answer(event))
         elif isinstance(event, ReplyStarted):
             self._heard_from.add(event.turn_id)
         elif isinstance(event, ReplyHeard):
             if event.turn_id == self._reply_turn:
-                self._spawn(self._close(event.turn_id, event.heard_chars if event.interrupted else None,
-                                        event.interrupted))
+                self.spawn(self._close(event.turn_id, event.heard_chars if event.interrupted else None,
+                                       event.interrupted))
         elif isinstance(event, Interrupt):
             self._interrupt(event.turn_id)
         elif isinstance(event, TurnResumed):
             self._resume(event)
+        elif isinstance(event, NewConversation):  # history gone (the system prompt's cache is kept)
+            self._carried = ""
+            self.spawn(self.run_in_worker(self.conv.reset))
 
     async def start(self) -> None:
-        await self._run(self.conv.lm.warmup)
-        await self._run(self.conv.prefill_history)
-
-    async def cancel(self) -> None:
-        for task in (self._speculation, self._reply):
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(*(t for t in (self._speculation, self._reply) if t), return_exceptions=True)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-    async def warmup(self) -> None:
-        await self.start()
-
-    def new_conversation(self) -> None:
-        """History gone (the system prompt's cache is kept)."""
-        self._carried = ""
-        self._spawn(self._run(self.conv.reset))
+        await self.run_in_worker(self.conv.lm.warmup)
+        await self.run_in_worker(self.conv.prefill_history)
 
     # --- speculation ----------------------------------------------------------------------------
 
@@ -134,10 +116,8 @@ class PredGenStage(Stage):
                 new.adopt_draft(old.prompt.user_text, old.draft)  # a finished turn cannot go on itself
             return new
         if self.turn is None or self.turn.turn_id != turn_id:
-            loop = self._loop
-
             def first_sentence(text: str, revision: int) -> None:  # called on the worker thread
-                loop.call_soon_threadsafe(self.emit, FirstSentenceReady(turn_id, self.clock(), revision, text))
+                self.emit_from_worker(FirstSentenceReady(turn_id, self.clock(), revision, text))
             self.turn = PredGenTurn(self.conv, self.config, self.verifier, on_first_sentence=first_sentence,
                                     clock=self.clock, turn_id=turn_id)
         return self.turn
@@ -145,15 +125,14 @@ class PredGenStage(Stage):
     def _prompt_text(self, text: str) -> str:
         return " ".join(s for s in (self._carried, text) if s.strip())
 
-    def on_partial(self, event: PartialTranscript | PausedTranscript) -> None:
+    def _on_partial(self, event: PartialTranscript | PausedTranscript) -> None:
         if not self.speculate or event.turn_id < self._latest_turn:
             return
-        self._loop = asyncio.get_running_loop()
         if self.turn is not None and self.turn.turn_id == event.turn_id:
             self.turn.announce(event.revision)  # an update in flight stops extending
         self._newest = event
         if self._speculation is None or self._speculation.done():
-            self._speculation = self._loop.create_task(self._speculate())
+            self._speculation = self.spawn(self._speculate())
 
     async def _speculate(self) -> None:
         while self._newest is not None:
@@ -161,14 +140,15 @@ class PredGenStage(Stage):
             text = partial_prompt(event)
             if not text or event.turn_id == self._reply_turn:
                 continue
+            should_stop = self.gate.should_yield if self.gate is not None else None
 
             def update():
                 return self._turn_for(event.turn_id).update(self._prompt_text(text), event.revision,
-                                                            should_stop=self.yield_to)
+                                                            should_stop=should_stop)
             if self._unspeculated == event.turn_id:
                 continue
             try:
-                record = await self._run(update)
+                record = await self.run_in_worker(update)
             except ForesayError as exc:  # e.g. the LLM server failed: this turn replies without speculating
                 self._unspeculated = event.turn_id
                 self.emit(StatusMessage(0, self.clock(), f"speculation stopped for this turn: {exc}", "warning"))
@@ -180,24 +160,12 @@ class PredGenStage(Stage):
                                        record.accepted, record.p_end_of_turn or 0.0,
                                        record.accepted_text, record.rejected_text, record.new_text, until))
 
-    async def settled(self) -> None:
+    async def _speculated(self) -> None:
         """Wait until every partial received so far has been processed (or dropped as stale)."""
         while self._speculation is not None and not self._speculation.done():
             await asyncio.shield(self._speculation)
 
     # --- the reply ------------------------------------------------------------------------------
-
-    def _spawn(self, coro) -> asyncio.Task:
-        self._loop = asyncio.get_running_loop()
-        task = self._loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def idle(self) -> None:
-        """Wait until every reply and commit under way is done."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _answer(self, final: FinalTranscript) -> None:
         turn_id = final.turn_id
@@ -213,7 +181,7 @@ class PredGenStage(Stage):
         self._reply_turn, self._reply_text = turn_id, text
         self._reply = asyncio.current_task()
         try:
-            await self.on_final(FinalTranscript(turn_id, final.t, text))
+            await self._reply_to(FinalTranscript(turn_id, final.t, text))
         except asyncio.CancelledError:
             pass  # interrupted: the turn is closed by _interrupt or by ReplyHeard
         except ForesayError as exc:
@@ -228,13 +196,12 @@ class PredGenStage(Stage):
         self._reply_turn = None
         self._emit_closed(turn_id, "failed", "")
 
-    async def on_final(self, event: FinalTranscript) -> TurnRecord:
+    async def _reply_to(self, event: FinalTranscript) -> TurnRecord:
         """Finish the turn: first sentence as soon as it is fixed, then the rest of the reply.
         Latencies count from the moment the final transcript arrived here."""
         arrived_at = self.clock()
-        self._loop = asyncio.get_running_loop()
         self._newest = None
-        await self.settled()
+        await self._speculated()
 
         def finalize():
             if self._unspeculated == event.turn_id:  # its state may be half-made: start it afresh
@@ -242,12 +209,12 @@ class PredGenStage(Stage):
             return self._turn_for(event.turn_id).finalize(
                 event.text, arrived_at=arrived_at,
                 baseline=not self.speculate or self._unspeculated == event.turn_id)
-        record = await self._run(finalize)
+        record = await self.run_in_worker(finalize)
         turn = self.turn
         if turn.sentences:
             first = turn.sentences[0]
             self.emit(SentenceReady(event.turn_id, self.clock(), 0, first.text, first.start))
-        while (sentence := await self._run(turn.next_sentence)) is not None:
+        while (sentence := await self.run_in_worker(turn.next_sentence)) is not None:
             self.emit(SentenceReady(event.turn_id, self.clock(), len(turn.sentences) - 1,
                                     sentence.text, sentence.start))
         self.emit(ReplyDone(event.turn_id, self.clock(), self.conv.lm.decode(turn.reply_ids()),
@@ -277,7 +244,7 @@ class PredGenStage(Stage):
                 self._reply_turn = None
                 self._emit_closed(turn_id, "merged", "")
             else:
-                self._spawn(self._close(turn_id, 0, True))
+                self.spawn(self._close(turn_id, 0, True))
 
     async def _close(self, turn_id: int, heard_chars: int | None, interrupted: bool) -> None:
         """Enter the turn into the history, the reply as far as it was heard."""
@@ -290,16 +257,10 @@ class PredGenStage(Stage):
         if turn is None or turn.turn_id != turn_id or turn.record is None:
             self._emit_closed(turn_id, "failed", "")
             return
-        reply = await asyncio.shield(self._run(turn.commit, heard_chars))
+        reply = await asyncio.shield(self.run_in_worker(turn.commit, heard_chars))
         self._carried = ""
         self.emit(TurnClosed(turn_id, self.clock(), turn.prompt.user_text, reply, interrupted,
                              turn.record.outcome))
 
     def _emit_closed(self, turn_id: int, outcome: str, user_text: str) -> None:
         self.emit(TurnClosed(turn_id, self.clock(), user_text, "", False, outcome))
-
-    async def commit(self, heard_chars: int | None = None) -> str:
-        """Enter the finished (or interrupted) turn into the history; returns the reply text kept."""
-        if self.turn is None or self.turn.record is None:
-            return ""
-        return await self._run(self.turn.commit, heard_chars)

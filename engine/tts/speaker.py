@@ -43,9 +43,9 @@ class Speaker(Stage):
     def __init__(self, tts, sink, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
         """`tts`: an engine.tts engine (`prepare(text, turn_id=)`, `warmup()`); `sink`: a
         PlaybackSink."""
+        super().__init__(emit)
         self.tts = tts
         self.sink = sink
-        self.emit = emit
         self.clock = clock
         self._prepared: dict[int, tuple[str, object]] = {}  # turn -> (text, Prepared)
         self._reply: _Reply | None = None
@@ -78,11 +78,7 @@ class Speaker(Stage):
             self._stop(interrupted=True, report=False)
         for turn_id in list(self._prepared):
             self._discard(turn_id)
-
-    async def settled(self) -> None:
-        """Wait for the reply being spoken, if any."""
-        while self._reply is not None and self._reply.task is not None and not self._reply.task.done():
-            await asyncio.gather(self._reply.task, return_exceptions=True)
+        await super().cancel()
 
     # --- inside ---------------------------------------------------------------------------------
 
@@ -91,7 +87,7 @@ class Speaker(Stage):
             self._stop(interrupted=True, report=True)  # a newer reply replaces an old one
         if self._reply is None:
             self._reply = _Reply(turn_id, self.sink.underruns)
-            self._reply.task = asyncio.get_running_loop().create_task(self._speak(self._reply))
+            self._reply.task = self.spawn(self._speak(self._reply))
         return self._reply
 
     def _prepare(self, turn_id: int, text: str) -> None:
