@@ -28,6 +28,7 @@ from foresay.engine.predgen.continuation import ContinuationConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.predgen.verifiers import parse_verifier
 from foresay.engine.tts.espeak import EspeakConfig
+from foresay.engine.tts.piper_engine import PiperConfig
 from foresay.engine.tts.zonos import ZonosConfig
 
 log = logging.getLogger(__name__)
@@ -84,18 +85,30 @@ class PredGenSettings:
                              continuation=ContinuationConfig.parse(self.continuation))
 
 
+TTS_ENGINES = ("espeak", "piper", "zonos")
+
+
 @dataclass(frozen=True)
 class TtsSettings:
-    """engine: espeak (CPU, everywhere) | zonos (GPU; install from its git repository)."""
+    """engine: espeak (CPU, everywhere, robotic) | piper (CPU, a natural voice) | zonos (GPU;
+    install from its git repository). A Piper voice that is not here, or Zonos not installed: the
+    app speaks with espeak-ng and says so (app/voice.py).
+    voice: the Piper voice, by name (en_US-joe-medium: the registry copy, else the hub's) or as
+    the path of a .onnx file with its .onnx.json beside; None: [tts.piper] voice."""
     engine: str = "espeak"
+    voice: str | None = None
     espeak: EspeakConfig = field(default_factory=EspeakConfig)
+    piper: PiperConfig = field(default_factory=PiperConfig)
     zonos: ZonosConfig = field(default_factory=ZonosConfig)
 
     def __post_init__(self):
-        if self.engine not in ("espeak", "zonos"):
-            raise ConfigError(f"tts engine must be espeak or zonos, got {self.engine!r}")
+        if self.engine not in TTS_ENGINES:
+            raise ConfigError(f"tts engine must be one of {', '.join(TTS_ENGINES)}, got {self.engine!r}")
+        self.engine_config()  # validates the voice
 
     def engine_config(self):
+        if self.engine == "piper":
+            return replace(self.piper, voice=self.voice) if self.voice is not None else self.piper
         return self.espeak if self.engine == "espeak" else self.zonos
 
 
@@ -200,12 +213,12 @@ PROFILES: dict[str, dict] = {
     "gpu-8gb": {
         "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda", "max_context": _GPU_CONTEXT},
         "asr": {"target": "small.en", "backend": "faster-whisper", "device": "cuda"},
-        "tts": {"engine": "espeak"},
+        "tts": {"engine": "piper"},
     },
     "cpu": {
         "llm": {"model": "Qwen/Qwen2.5-0.5B-Instruct", "device": "cpu"},
         "asr": {"target": "base.en", "backend": "faster-whisper", "device": "cpu", "compute_type": "int8"},
-        "tts": {"engine": "espeak"},
+        "tts": {"engine": "piper"},
     },
     # offline: the chat model and the Whisper pair trained in-house (toy domain), on CPU. The pair
     # has only heard espeak-ng voices: where a real Whisper is on this machine, `demo` hears with it
@@ -218,7 +231,9 @@ PROFILES: dict[str, dict] = {
         # trained on one request at a time and leave words out of a window holding two: speech
         # that outgrows a window is cut into pieces of about one request (docs/benchmarks.md).
         "streaming": {"prompt_tokens": 0, "final_redecode": True, "segment_s": 3.5},
-        "tts": {"engine": "espeak"},
+        # Piper when its voice is here (`foresay models fetch piper-en_US-joe-medium`); an offline
+        # profile never downloads it, and speaks with espeak-ng without it.
+        "tts": {"engine": "piper"},
         "predgen": {"max_new_tokens": 64},
         # The demo chat model learned where a request ends (its card gives the AUC of P(end of
         # turn), whole vs cut requests): the end-of-turn decision on its estimate.

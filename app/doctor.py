@@ -150,15 +150,34 @@ def check_demo_ear() -> list[Check]:
                   f"foresay models fetch {REAL_EAR}", essential=False)]
 
 
+def check_voice(settings=None) -> list[Check]:
+    """Which voice the profile Foresay would start with speaks, and how to get a missing Piper voice."""
+    from foresay.app.voice import choose_voice
+
+    try:
+        if settings is None:
+            from foresay.app.config import load_settings
+            settings = load_settings()
+        choice = choose_voice(settings)
+    except Exception as exc:   # a bad voice file or config: say it here too
+        return [Check("voice", False, f"cannot tell ({exc})", "fix tts.voice or the config file")]
+    if choice.fallback:
+        fix = choice.fallback.split(": ", 1)[-1]
+        return [Check("voice", False, choice.line.removeprefix("voice: "), fix, essential=False)]
+    detail = choice.label + (", downloads on first use, with progress" if choice.download else "")
+    return [Check("voice", True, detail)]
+
+
+SETTINGS_CHECKS = (check_models, check_voice)   # checks of the settings Foresay runs with
 CHECKS: list[Callable[[], list[Check]]] = [check_packages, check_torch, check_portaudio, check_espeak,
-                                           check_zonos, check_models, check_demo_ear]
+                                           check_zonos, check_models, check_voice, check_demo_ear]
 
 
 def run_checks(checks=None, settings=None) -> list[Check]:
-    """Every check; `settings`: those Foresay runs with (the window's), for the model check."""
+    """Every check; `settings`: those Foresay runs with (the window's), for the model and voice checks."""
     out = []
     for check in checks or CHECKS:
-        out.extend(check(settings) if check is check_models else check())
+        out.extend(check(settings) if check in SETTINGS_CHECKS else check())
     return out
 
 
@@ -175,5 +194,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(commands) -> None:
-    p = commands.add_parser("doctor", help="check packages, GPU, audio devices, espeak-ng, Zonos, models")
+    p = commands.add_parser("doctor", help="check packages, GPU, audio devices, espeak-ng, Zonos, models, the voice")
     p.set_defaults(func=run)

@@ -14,6 +14,7 @@ from typing import Callable
 
 from foresay.app.config import PROFILES, Settings, auto_profile, default_config_path, load_settings, remember_profile
 from foresay.app.downloads import offline_hint, offline_profiles, offline_state
+from foresay.app.voice import shown_voice, with_voice
 from foresay.engine.errors import ForesayError, ModelFileMissing, ModelUnavailable
 from foresay.engine.events import StatusMessage
 
@@ -24,12 +25,12 @@ def settings_with_choices(settings: Settings, choices) -> Settings:
     """The settings dialog's choices applied on top of the loaded settings."""
     llm = replace(settings.llm, model=choices.llm_model) if choices.llm_model else settings.llm
     asr = replace(settings.asr, target=choices.asr_model) if choices.asr_model else settings.asr
-    espeak = replace(settings.tts.espeak, voice=replace(settings.tts.espeak.voice, voice=choices.tts_voice))
     hangover = replace(settings.audio.hangover, min_s=choices.hangover_min_ms / 1000,
                        max_s=choices.hangover_max_ms / 1000,
                        default_s=min(max(settings.audio.hangover.default_s, choices.hangover_min_ms / 1000),
                                      choices.hangover_max_ms / 1000))
-    return replace(settings, llm=llm, asr=asr, tts=replace(settings.tts, espeak=espeak),
+    settings = with_voice(settings, choices.tts_voice)
+    return replace(settings, llm=llm, asr=asr,
                    predgen=replace(settings.predgen, verifier=choices.verifier_spec),
                    audio=replace(settings.audio, hangover=hangover,
                                  fixed_hangover_s=choices.hangover_ms / 1000),
@@ -275,7 +276,7 @@ def run_gui(args) -> int:
     bridge = EventBridge()
     choices = SettingsChoices(profile=settings.app.profile, verifier=settings.predgen.verifier.split(":")[0],
                               k=int(settings.predgen.verifier.split(":")[1]) if ":" in settings.predgen.verifier else 3,
-                              tts_voice=settings.tts.espeak.voice.voice,
+                              tts_voice=shown_voice(settings),
                               endpointing="adaptive" if settings.app.adaptive_endpointing else "fixed")
     options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),

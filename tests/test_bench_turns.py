@@ -24,6 +24,7 @@ def test_scoring_counts_cutoffs_resumed_turns_and_delays_from_the_truth(tmp_path
     report = score([rec], [obs])
     assert report["turns_expected"] == 2 and report["turns_found"] == 2
     assert report["premature_cutoffs"] == 1 and report["premature_recovered"] == 1 and report["resumed"] == 1
+    assert report["requests_cut"] == 1 and report["merged_requests"] == 0
     assert report["endpoint_delay_ms"]["median"] == pytest.approx(250.0)   # 200 and 300 ms
     # voice-to-voice from the truth end: 300 - 20 and 400 - 30
     assert report["voice_to_voice_ms"]["median"] == pytest.approx(325.0)
@@ -79,6 +80,7 @@ def test_bench_turns_replays_a_set_through_the_live_path(two_recordings, tmp_pat
     assert 0.5 <= truth.end_s - truth.start_s <= 5
     out = tmp_path / "report.json"
     assert main(["bench", "turns", str(two_recordings), "--profile", "demo-own-ear", "--fast", "--json", str(out),
+                 "--set", "tts.engine=espeak",
                  "--set", "app.adaptive_endpointing=false", "--set", "audio.fixed_hangover_s=0.35"]) == 0
     report = json.loads(out.read_text())
     assert set(report) >= {"turns_expected", "turns_found", "premature_cutoffs", "resumed", "endpoint_delay_ms",

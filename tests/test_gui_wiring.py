@@ -46,6 +46,9 @@ def test_settings_dialog_choices_reach_the_settings(settings):  # noqa: F811
     assert s.predgen.verifier == "topk:5" and not s.app.adaptive_endpointing
     assert s.audio.fixed_hangover_s == 0.9 and s.audio.hangover.max_s == 1.5
     assert s.tts.espeak.voice.voice == "en-gb"
+    piper = settings_with_choices(replace(settings, tts=replace(settings.tts, engine="piper")),
+                                  replace(choices, tts_voice="en_GB-alan-low"))
+    assert piper.tts.engine_config().voice == "en_GB-alan-low" and piper.tts.espeak == settings.tts.espeak
 
 
 def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, settings):  # noqa: F811

@@ -37,15 +37,25 @@ def recording(tmp_path, texts, gap_s=1.8) -> str:
 def settings(tmp_path, fixture_dir):
     config = tmp_path / "config.toml"
     config.write_text(f'[app]\nprofile = "tiny-random"\nhistory_dir = "{tmp_path / "history"}"\n'
-                      '[predgen]\nmax_new_tokens = 16\n')
+                      '[predgen]\nmax_new_tokens = 16\n[tts]\nengine = "espeak"\n')
     return load_settings(config)
 
 
-def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
+@pytest.fixture(params=["espeak", "piper"])
+def voiced(request, settings):
+    """The settings with each CPU voice (Piper: the registry's voice, loaded once per session)."""
+    from dataclasses import replace
+
+    if request.param == "piper":
+        request.getfixturevalue("shared_piper")
+    return replace(settings, tts=replace(settings.tts, engine=request.param))
+
+
+def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, voiced):
     audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
     out = tmp_path / "reply.wav"
     seen = []
-    metrics = asyncio.run(replay(settings, audio, out, [seen.append], realtime=False))
+    metrics = asyncio.run(replay(voiced, audio, out, [seen.append], realtime=False))
     assert [m["turn"] for m in metrics] == [1, 2]
     for m in metrics:
         assert m["user_text"].strip() and m["reply_text"].strip()
@@ -58,13 +68,14 @@ def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
     finals = [e.turn_id for e in seen if isinstance(e, FinalTranscript)]
     assert finals == [1, 2]
     assert len([e for e in seen if isinstance(e, SentenceReady)]) >= 2
-    # once loaded: the chat model's intro (none for a general model: it clears a demo's) and the ear
+    # once loaded: the chat model's intro (none for a general model: it clears a demo's), the ear, the voice
     assert [e.knows for e in seen if isinstance(e, AssistantIntro)] == [""]
-    assert any(isinstance(e, StatusMessage) and e.text.startswith("ready: tiny-random profile, ") and
-               e.text.endswith("hearing with tiny-random + tiny-random-draft (specasr)") for e in seen)
+    ready = [e.text for e in seen if isinstance(e, StatusMessage) and e.text.startswith("ready:")]
+    assert len(ready) == 1 and ("voice: Piper" if voiced.tts.engine == "piper" else "voice: espeak-ng") in ready[0]
+    assert ready[0].startswith("ready: tiny-random profile, ") and "hearing with tiny-random + tiny-random-draft (specasr); " in ready[0]
 
 
-def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
+def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, voiced):
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.files import FileSource
@@ -79,7 +90,7 @@ def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
         def stop_after_first_sentence(event):
             if isinstance(event, SentenceReady) and event.index == 0:
                 asyncio.get_running_loop().call_later(0.2, holder["p"].stop_reply)
-        pipeline = await build_pipeline(settings, FileSource(audio, realtime=True, pad_s=1.0),
+        pipeline = await build_pipeline(voiced, FileSource(audio, realtime=True, pad_s=1.0),
                                          WavSink(tmp_path / "o.wav", realtime=True),
                                          [stop_after_first_sentence], history=history)
         holder["p"] = pipeline
@@ -94,7 +105,7 @@ def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
     assert history.turns[-1].interrupted and len(heard) < len(full) and full.startswith(heard)
 
 
-def test_push_to_talk_turn(tmp_path, settings):
+def test_push_to_talk_turn(tmp_path, voiced):
     from dataclasses import replace
 
     from foresay.app.assemble import build_pipeline
@@ -102,7 +113,7 @@ def test_push_to_talk_turn(tmp_path, settings):
     from foresay.audio.playback import WavSink
 
     audio = recording(tmp_path, ["Set a timer for ten minutes."], gap_s=2.5)
-    ptt = replace(settings, app=replace(settings.app, mode="push-to-talk"))
+    ptt = replace(voiced, app=replace(voiced.app, mode="push-to-talk"))
 
     async def main():
         pipeline = await build_pipeline(ptt, FileSource(audio, realtime=True), WavSink(tmp_path / "o.wav"))
@@ -182,7 +193,8 @@ def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
 
     pipeline = asyncio.run(main())
     assert pipeline.speaker.tts.name != "zonos"
-    assert any(isinstance(e, StatusMessage) and "espeak-ng instead" in e.text for e in seen)
+    assert any(isinstance(e, StatusMessage) and "voice: espeak-ng" in e.text and "Zonos is not installed" in e.text
+               for e in seen)
 
 
 def test_speaking_over_the_reply_interrupts_it_and_starts_the_next_turn(tmp_path, settings):

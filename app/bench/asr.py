@@ -1,5 +1,6 @@
 """`foresay bench asr`: target greedy vs chain speculative vs SpecASR (adaptive, + tree), and
-streaming delays. Every speculative method must reproduce the greedy tokens exactly."""
+streaming delays. Every speculative method must reproduce the greedy tokens exactly. With
+`--windows`, a CTranslate2 Whisper's time and WER by encoder window instead (asr_windows.py)."""
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,17 @@ def register(subparsers) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="decode each clip this many times per method and keep the fastest (shared machines)")
+    parser.add_argument("--windows", type=_windows, metavar="S,S,...",
+                        help="instead: time and WER of the CTranslate2 Whisper --target (e.g. tiny.en) by "
+                             "encoder window (seconds, e.g. 10,20,30) on the truth set --audio SET.jsonl")
     parser.add_argument("--pass-timing", choices=["auto", "skip"], default="auto",
                         help="time medium.en- and tiny.en-shaped passes (auto: only on a CUDA device)")
     parser.set_defaults(func=run)
+
+
+def _windows(text: str):
+    from foresay.app.bench.asr_windows import parse_windows
+    return parse_windows(text)
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,9 @@ def run(args: argparse.Namespace) -> int:
     from foresay.engine.asr.specasr import SpecConfig
     from foresay.engine.asr.streaming import StreamingConfig
 
+    if args.windows:
+        from foresay.app.bench.asr_windows import run as run_windows
+        return run_windows(args)
     if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats, args.hop_ms) < 1 or args.threads < 0:
         raise AsrError("--max-new-tokens, --stream-tail-tokens, --repeats and --hop-ms must be at least 1, "
                        "--threads 0 or more")

@@ -8,6 +8,9 @@ audio overlaps most.
 
 - premature cut-off: an end declared (`TurnEnded.t`) before the truth `end_s` of its turn, also
   one the user then resumed; `premature_recovered` counts those followed by `TurnResumed`.
+- requests cut: truth turns with at least one premature cut-off.
+- merged requests: truth turns whose end went by undeclared, so that one found turn (its voice
+  from start to last voiced frame) covers them and the next (counted once per extra truth turn).
 - endpoint delay: the turn's last declared end minus the truth `end_s`.
 - voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
   measured from the last voiced frame; the difference is added back).
@@ -113,7 +116,7 @@ def _stats(values: list[float]) -> dict:
 
 def score(recordings: list[Recording], observed: list[Observed]) -> dict:
     """The set's figures (see the module docstring) from what each replay did."""
-    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "edits": 0, "words": 0}
+    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "merged": 0, "cut": 0, "edits": 0, "words": 0}
     delays, finals_ms, v2v, details = [], [], [], []
     for rec, obs in zip(recordings, observed):
         last_end = {}
@@ -128,11 +131,15 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
             best = int(np.argmax(overlaps))
             if overlaps[best] > 0:
                 owner[turn_id] = best
+            totals["merged"] += max(0, sum(o > 0 for o in overlaps) - 1)
         resumed_after = {(turn_id, t) for turn_id, t in obs.resumed}
+        cut = set()
         for turn_id, t, _ in obs.ends:
             if turn_id in owner and t < rec.turns[owner[turn_id]].end_s:
                 totals["premature"] += 1
+                cut.add(owner[turn_id])
                 totals["recovered"] += any(r == turn_id and rt >= t for r, rt in resumed_after)
+        totals["cut"] += len(cut)
         for j, truth in enumerate(rec.turns):
             mine = [tid for tid, k in owner.items() if k == j]
             if not mine:
@@ -158,8 +165,8 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
                         "heard": [last_final[tid] for tid in sorted(last_final)]})
     return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
             "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],
-            "resumed": totals["resumed"], "endpoint_delay_ms": _stats(delays), "asr_final_ms": _stats(finals_ms),
-            "voice_to_voice_ms": _stats(v2v),
+            "resumed": totals["resumed"], "requests_cut": totals["cut"], "merged_requests": totals["merged"], "endpoint_delay_ms": _stats(delays),
+            "asr_final_ms": _stats(finals_ms), "voice_to_voice_ms": _stats(v2v),
             "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None,
             "recordings": details}
 
