@@ -45,9 +45,9 @@ def test_the_demo_hears_with_the_real_whisper_when_it_is_fetched(ear, empty):
     own = load_settings(empty, profile="demo-own-ear")   # the pair, asked for by name
     assert (own.asr.target, own.asr.draft, own.asr.chosen_backend) == ("demo", "demo-draft", "specasr")
     assert own.streaming.prompt_tokens == 0 and own.streaming.segment_s == 3.5
-    line = ready_line(demo, "demo (qwen2)")
-    assert line == "ready: demo profile, demo (qwen2), hearing with Whisper tiny.en (faster-whisper)"
-    assert demo_profile.OWN_EAR_NOTE not in ready_line(own, "demo (qwen2)")   # chosen, not for want of one
+    line = ready_line(demo, "demo (qwen2)", "voice: Piper")
+    assert line == "ready: demo profile, demo (qwen2), hearing with Whisper tiny.en (faster-whisper); voice: Piper"
+    assert demo_profile.OWN_EAR_NOTE not in ready_line(own, "demo", "voice: Piper")   # chosen, not for want of one
 
 
 def test_without_a_real_whisper_the_demo_keeps_its_pair_and_says_so(ear, empty, caplog):
@@ -56,9 +56,9 @@ def test_without_a_real_whisper_the_demo_keeps_its_pair_and_says_so(ear, empty, 
     assert demo == replace(load_settings(empty, profile="demo-own-ear"), app=demo.app)
     assert demo.asr.target == "demo" and demo.asr.chosen_backend == "specasr"
     with caplog.at_level("WARNING"):
-        line = ready_line(demo, "demo (qwen2)")
+        line = ready_line(demo, "demo (qwen2)", "voice: Piper")
     assert line.startswith("ready: demo profile, demo (qwen2), hearing with the demo's own Whisper (demo + demo-draft")
-    assert line.endswith("; the demo hears with its own small Whisper, trained on synthetic voices: run "
+    assert line.endswith("voice: Piper; the demo hears with its own small Whisper, trained on synthetic voices: run "
                          "`foresay models fetch whisper-tiny.en` for one that hears people")
     assert demo_profile.OWN_EAR_NOTE in caplog.text
     [check] = doctor.check_demo_ear()
@@ -72,7 +72,8 @@ def test_the_users_asr_settings_win_over_the_ear(ear, empty):
     empty.write_text('[asr]\ntarget = "demo"\ndraft = "demo-draft"\nbackend = "specasr"\n')
     pair = load_settings(empty, profile="demo")
     assert (pair.asr.target, pair.asr.draft, pair.asr.chosen_backend) == ("demo", "demo-draft", "specasr")
-    assert "own Whisper" in ready_line(pair, "demo") and demo_profile.OWN_EAR_NOTE not in ready_line(pair, "demo")
+    line = ready_line(pair, "demo", "voice: Piper")
+    assert "own Whisper" in line and demo_profile.OWN_EAR_NOTE not in line
 
 
 def test_a_complete_hub_copy_in_the_cache_is_a_real_whisper(tmp_path, monkeypatch):
