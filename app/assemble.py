@@ -88,8 +88,9 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     except ModelFileMissing:
         raise   # a wrong path: the network and the offline profiles are beside the point
     except ModelUnavailable as exc:
-        hint = offline_hint()
-        raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
+        hint = offline_hint(profile=settings.app.profile)
+        text = str(exc).replace(offline_hint(), "").strip()
+        raise ModelUnavailable(f"{text} {hint}") from None
     prepare_continuation(settings.predgen.engine_config().continuation, lm)  # e.g. streams needs demo-streams
     choice = choose_voice(settings)
     if choice.download is not None:

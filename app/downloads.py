@@ -97,9 +97,15 @@ def offline_state(profile: str) -> str:
     return f"offline: the {profile} profile, {_OFFLINE_STATES.get(profile, 'which needs no download')}"
 
 
-def offline_hint(window: bool = False) -> str:
-    """What to do when a model cannot be had: command-line advice, or the window's."""
+def offline_hint(window: bool = False, profile: str | None = None) -> str:
+    """What to do when a model cannot be had: command-line advice, or the window's. On an
+    offline profile (`profile`) the model missing is one a setting added to it: the advice says
+    so instead of offering the profile already in use."""
     names = offline_profiles()
+    if profile in names:
+        where = "File \u25b8 Settings" if window else f"the --set options and {default_config_path()}"
+        return (f"The offline {profile!r} profile does not ship this model, so a setting names it: "
+                f"connect to the internet and try again, or remove that setting ({where}).")
     if not names:
         return "Connect to the internet and try again."
     listed = " or ".join(repr(n) for n in names)

@@ -178,7 +178,7 @@ class App:
         is missing and offer the other one."""
         wanted = self.settings.app.profile
         retried, self.retry_of = self.retry_of == wanted, None
-        text = str(exc).replace(offline_hint(), "").strip()
+        text = str(exc).replace(offline_hint(profile=wanted), "").replace(offline_hint(), "").strip()
         offline = [p for p in offline_profiles() if p != wanted]
         if not offline:
             self.bridge.post(StatusMessage(0, 0.0, f"{text} {offline_hint(window=True)}", "error"))

@@ -87,11 +87,14 @@ def test_replay_never_writes_over_an_existing_output_without_force(tmp_path, cap
         main(["replay", str(audio), option, str(existing), "--force", "--profile", "tiny-random"])
 
 
-def test_bench_json_refuses_an_existing_file_without_force(tmp_path, capsys):
+@pytest.mark.parametrize("bench", [["asr"], ["tts"], ["gpu", "--small", "--device", "cpu"], ["turn-rules", "set.jsonl"]])
+def test_bench_json_refuses_an_existing_file_without_force(tmp_path, capsys, bench):
+    """Before any work: the refusal comes at once, and the file keeps what it had."""
     existing = tmp_path / "r.json"
     existing.write_text("{}")
-    assert main(["bench", "asr", "--json", str(existing)]) == 2
+    assert main(["bench", *bench, "--json", str(existing)]) == 2
     assert "exists; add --force" in capsys.readouterr().err
+    assert existing.read_text() == "{}"
 
 
 def test_replay_exits_non_zero_when_every_turn_failed(tmp_path, capsys, monkeypatch):

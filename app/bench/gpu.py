@@ -183,11 +183,14 @@ def complete(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> int:
+    from foresay.app.paths import check_outputs
+    from foresay.app.saving import write_report
+
+    check_outputs({"--json": Path(args.json) if args.json else None}, {}, force=args.force)
     report = collect(complete(args))
-    text = json.dumps(report, indent=2)
-    print(text)
+    print(json.dumps(report, indent=2))
     if args.json:
-        Path(args.json).write_text(text + "\n")
+        write_report(Path(args.json), report)
     return 0
 
 
@@ -204,6 +207,7 @@ def positive_list(text: str) -> list[int]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the figures as JSON")
+    p.add_argument("--force", action="store_true", help="write over an --json file that exists")
     p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
     p.add_argument("--small", action="store_true",
                    help="small shapes (tiny-random LLM, tiny Whisper shapes): a quick run, e.g. on a CPU")

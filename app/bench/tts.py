@@ -7,6 +7,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from foresay.app.paths import add_force_argument, check_outputs
 from foresay.app.saving import write_report
 from foresay.engine.sentences import split_sentences
 from foresay.engine.tts.base import TtsEngine
@@ -81,6 +82,7 @@ def _config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--json": args.json_out}, {}, force=args.force)
     result = asyncio.run(measure(build_engine(_config(args)), args.text, args.repeats, args.long_text or None))
     long = (f", {result.ttfc_cold_long_ms:.1f} ms cold for a {result.long_first_sentence_chars}-character "
             "first sentence" if result.ttfc_cold_long_ms is not None else "")
@@ -105,4 +107,5 @@ def register(subparsers) -> None:
     parser.add_argument("--json", dest="json_out", type=Path, default=None, metavar="OUT",
                         help='write {"engine", "ttfc_cold_ms", "ttfc_prepared_ms", "rtf", "ttfc_cold_long_ms", '
                              '...} to OUT')
+    add_force_argument(parser)
     parser.set_defaults(func=run)

@@ -16,7 +16,6 @@ first and, unless `--latency-ms` says otherwise, added to every end the model de
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,8 @@ import numpy as np
 
 from foresay.app.bench.turn_rules import FixedSilenceRule, SmartTurnRule, TurnRule, replay, vad_frames
 from foresay.app.bench.turns import read_set, score
+from foresay.app.paths import add_force_argument, check_outputs
+from foresay.app.saving import write_report
 from foresay.engine.errors import ForesayError
 
 KEYS = ("turns_expected", "turns_found", "premature_cutoffs", "premature_recovered", "requests_cut",
@@ -145,6 +146,7 @@ def run_turn_rules(args) -> int:
         raise ForesayError("--vad-threshold must be between 0 and 1")
     if args.calls < 1 or args.threads < 1:
         raise ForesayError("--calls and --threads must be at least 1")
+    check_outputs({"--json": Path(args.json) if args.json else None}, {}, force=args.force)
     report = {"rule": args.rule, "sets": args.truth_sets, "vad": {"kind": "silero", "threshold": args.vad_threshold,
                                                                   "start_s": args.start_s}}
     for path in args.truth_sets:
@@ -179,7 +181,7 @@ def run_turn_rules(args) -> int:
         report["smart_turn"]["distinct_turn_audio_scored"] = predict.calls
     print(table(report["points"], parameter))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(Path(args.json), report)
     return 0
 
 
@@ -204,4 +206,5 @@ def register(benches) -> None:
     p.add_argument("--threads", type=int, default=1, help="smart-turn: onnxruntime threads")
     p.add_argument("--calls", type=int, default=30, help="smart-turn: calls timed for the time per call")
     p.add_argument("--json", metavar="OUT")
+    add_force_argument(p)
     p.set_defaults(func=run_turn_rules)
