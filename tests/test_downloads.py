@@ -180,3 +180,15 @@ def test_the_pipeline_reports_download_progress_on_the_event_loop(monkeypatch, s
 
     loop_thread = asyncio.run(main())
     assert [(e.component, e.done, thread) for e, thread in seen] == [("download of org/model", 5, loop_thread)]
+
+
+def test_a_whisper_name_the_registry_carries_is_not_downloaded_when_fetched(monkeypatch, tmp_path):
+    """`--set asr.target=tiny.en` offline: the fetched registry copy serves, the hub is not asked."""
+    from foresay.engine import registry_models
+
+    monkeypatch.setenv("FORESAY_REGISTRY_DIR", str(tmp_path))
+    sets = {"asr.backend": "faster-whisper", "asr.target": "tiny.en", "asr.draft": ""}
+    assert [r for r, _ in repos("tiny-random", **sets)] == ["Systran/faster-whisper-tiny.en"]
+    (tmp_path / "whisper-tiny.en").mkdir()
+    (tmp_path / "whisper-tiny.en" / registry_models.MARKER).write_text("{}")
+    assert repos("tiny-random", **sets) == []

@@ -141,7 +141,7 @@ def test_offline_missing_model_names_the_offline_profile(tmp_path, fixture_dir):
     config = tmp_path / "c.toml"
     config.write_text('[app]\nprofile = "tiny-random"\n[asr]\ntarget = "openai/whisper-nothing"\n'
                       'draft = "openai/whisper-nothing-draft"\n')
-    with pytest.raises(ModelUnavailable, match="offline profile.*tiny-random"):
+    with pytest.raises(ModelUnavailable, match="offline 'tiny-random' profile does not ship this model"):
         asyncio.run(replay(load_settings(config), recording(tmp_path, ["Hello."]), None, realtime=False))
 
 

@@ -175,12 +175,17 @@ def _source(config: FasterWhisperConfig) -> str:
     path = Path(config.model).expanduser()
     if path.is_dir() and is_transformers_whisper(path):
         return str(converted_folder(path, "float16", config.cache_root))
-    if not path.is_dir() and config.model in REGISTRY_NAMES:
-        from foresay.engine.registry_models import registry_model_path
-        folder = registry_model_path(REGISTRY_NAMES[config.model])
-        if folder is not None:  # a fetched copy works offline; without one the hub is asked
-            return str(folder)
-    return config.model
+    folder = None if path.is_dir() else fetched_copy(config.model)
+    return str(folder) if folder is not None else config.model  # without a fetched copy the hub is asked
+
+
+def fetched_copy(name: str) -> Path | None:
+    """The registry's copy of a faster-whisper name ("tiny.en", "Systran/faster-whisper-base"), when
+    fetched: it works offline, and nothing needs downloading."""
+    if name not in REGISTRY_NAMES:
+        return None
+    from foresay.engine.registry_models import registry_model_path
+    return registry_model_path(REGISTRY_NAMES[name])
 
 
 # faster-whisper names that the registry carries (`foresay models fetch`).
