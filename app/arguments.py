@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from foresay.app.config import Settings, load_settings
+from foresay.app.config import Settings, default_config_path, load_settings, read_config_file
 
 
 def add_settings_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,4 +16,14 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args) -> Settings:
-    return load_settings(args.config, args.profile, args.set)
+    """The settings `args` choose; says on stderr when --profile runs another profile than the
+    configured one (nobody then wonders why the file's choice does not hold)."""
+    settings = load_settings(args.config, args.profile, args.set)
+    if args.profile:
+        path = args.config or default_config_path()
+        configured = (read_config_file(path).get("app", {}).get("profile", "auto")
+                      if Path(path).is_file() else "auto")
+        if configured not in (args.profile, settings.app.profile):
+            print(f"foresay: running the {settings.app.profile!r} profile (--profile); {path} chooses "
+                  f"{configured!r}", file=sys.stderr)
+    return settings

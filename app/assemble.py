@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 from typing import Callable
 
 from foresay.app.config import Settings
-from foresay.app.downloads import download_models, offline_hint
-from foresay.engine.errors import ModelUnavailable
+from foresay.app.demo_profile import assistant_intro, ear_words, own_ear_note
+from foresay.app.downloads import download, download_models, offline_hint
+from foresay.app.voice import choose_voice, fetch_voice
+from foresay.engine.errors import ModelFileMissing, ModelUnavailable
 from foresay.app.history import HistoryStore
 from foresay.app.pipeline import Pipeline
 from foresay.engine.events import Event, LoadProgress, StatusMessage
@@ -27,6 +28,17 @@ def make_endpointer(settings: Settings):
     audio = settings.audio
     config = replace(audio.endpointer, mode=settings.app.mode)
     return Endpointer(make_vad(audio.vad), config, policy=audio.turn_policy(settings.app.adaptive_endpointing))
+
+
+def ready_line(settings: Settings, chat: str, voice: str) -> str:
+    """The window's line once loaded: the profile, the chat model, the ear and the voice; when the
+    demo hears with its own Whisper for want of a real one, that too (also logged)."""
+    line = f"ready: {settings.app.profile} profile, {chat}, hearing with {ear_words(settings.asr)}; {voice}"
+    note = own_ear_note(settings.app.profile, settings.asr)
+    if note:
+        log.warning(note)
+        line += f"; {note}"
+    return line
 
 
 def share_cores(settings: Settings) -> None:
@@ -73,17 +85,22 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         lm = await asyncio.to_thread(load_llm, settings.llm)
         tell(1, f"loading the speech recognizer {settings.asr.target}")
         backend = await asyncio.to_thread(build_backend, settings.asr)
+    except ModelFileMissing:
+        raise   # a wrong path: the network and the offline profiles are beside the point
     except ModelUnavailable as exc:
-        hint = offline_hint()
-        raise (exc if hint in str(exc) else ModelUnavailable(f"{exc} {hint}")) from None
+        hint = offline_hint(profile=settings.app.profile)
+        text = str(exc).replace(offline_hint(), "").strip()
+        raise ModelUnavailable(f"{text} {hint}") from None
     prepare_continuation(settings.predgen.engine_config().continuation, lm)  # e.g. streams needs demo-streams
-    tts_config = settings.tts.engine_config()
-    if settings.tts.engine == "zonos" and importlib.util.find_spec("zonos") is None:
-        tts_config = settings.tts.espeak  # a GPU profile on a machine without Zonos still speaks
-        publish(StatusMessage(0, 0.0, "Zonos is not installed, speaking with espeak-ng instead (docs/tts.md "
-                              "says how to install it)", "warning"))
-    tell(2, f"loading the voice ({type(tts_config).__name__.removesuffix('Config').lower()})")
-    tts = build_engine(tts_config)
+    choice = choose_voice(settings)
+    if choice.download is not None:
+        choice = await asyncio.to_thread(fetch_voice, settings, choice,
+                                         lambda item: download(item, lambda e: loop.call_soon_threadsafe(publish, e)))
+    if choice.fallback:
+        log.warning("%s", choice.line)
+        publish(StatusMessage(0, 0.0, choice.line, "warning"))
+    tell(2, f"loading the {choice.line}")
+    tts = build_engine(choice.config)
 
     conversation = Conversation(lm, reserve_tokens=settings.predgen.max_new_tokens)
     if history is not None and history.turns:
@@ -99,11 +116,13 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
                        make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
                        gate=gate)
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
-                        speaker=Speaker(tts, sink, bus.emit), sink=sink, turn_log=TurnLog(bus.emit),
-                        more=[HistoryWriter(history)] if history is not None else [],
+                        speaker=Speaker(tts, sink, bus.emit), sink=sink,
+                        turn_log=TurnLog(bus.emit, paced=not wait_for_replies),
+                        more=[HistoryWriter(history, bus.emit)] if history is not None else [],
                         wait_for_replies=wait_for_replies)
     tell(3, "warming up")
     await pipeline.warmup()
     tell(4, "ready")
-    publish(StatusMessage(0, 0.0, f"ready: {settings.app.profile} profile, {lm.description}", "info"))
+    publish(assistant_intro(settings.llm.model))
+    publish(StatusMessage(0, 0.0, ready_line(settings, lm.description, choice.line), "info"))
     return pipeline

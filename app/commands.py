@@ -9,7 +9,8 @@ from pathlib import Path
 
 from foresay.app.arguments import add_settings_arguments, settings_from
 from foresay.app.config import Settings
-from foresay.app.paths import check_outputs
+from foresay.app.paths import add_force_argument, check_outputs
+from foresay.app.saving import LineFile
 from foresay.app.turn_log import METRIC_NAMES
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, SentenceReady,
@@ -49,20 +50,18 @@ class ConsolePrinter:
 
 
 class MetricsWriter:
-    """One JSON line per turn, flushed as each turn ends."""
+    """One JSON line per turn, written as each turn ends. A line the disk does not take waits in
+    memory for the next write (said once, on stderr); `close()` says what could never be written."""
 
-    def __init__(self, path: Path):
-        try:
-            self.file = open(path, "w", encoding="utf-8")
-        except OSError as exc:
-            raise ForesayError(f"cannot write {path}: {exc.strerror or exc}") from None
+    def __init__(self, path: Path, err=None):
+        self.err = err or sys.stderr
+        self.file = LineFile(path, lambda text: print(f"[warning] {text}", file=self.err))
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TurnMetrics):
             record = {k: event.values.get(k) for k in METRIC_NAMES}
             record.update({k: v for k, v in event.values.items() if k not in record})
-            self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self.file.flush()
+            self.file.write(json.dumps(record, ensure_ascii=False))
 
     def close(self) -> None:
         self.file.close()
@@ -95,11 +94,11 @@ async def replay(settings: Settings, audio: Path, out: Path | None, observers=()
 
 
 def run_replay(args) -> int:
-    from foresay.audio.files import audio_file_info
+    from foresay.audio.files import FileSource
 
     settings = settings_from(args)
-    audio_file_info(args.audio)   # inputs first: nothing is written for a recording that cannot be read
-    check_outputs({"--out": args.out, "--metrics": args.metrics}, {"IN.wav": args.audio})
+    FileSource(args.audio)   # inputs first: nothing is written for a recording that cannot be replayed
+    check_outputs({"--out": args.out, "--metrics": args.metrics}, {"IN.wav": args.audio}, force=args.force)
     observers = [ConsolePrinter()]
     writer = MetricsWriter(args.metrics) if args.metrics else None
     if writer:
@@ -110,6 +109,10 @@ def run_replay(args) -> int:
         if writer:
             writer.close()
     print(f"replay: {len(metrics)} turn(s)" + (f", reply written to {args.out}" if args.out else ""))
+    failed = [m for m in metrics if m["outcome"] == "failed"]
+    if metrics and len(failed) == len(metrics):
+        print(f"foresay: error: every turn failed ({len(failed)}); the messages above say why", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -143,8 +146,9 @@ async def _live(settings: Settings, resume: bool = False) -> int:
         raise NoAudioDevice(f"{exc}. Without speakers, `foresay replay RECORDING.wav --out reply.wav` "
                             f"writes the spoken replies to a WAV") from None
     history = HistoryStore(settings.app.history_dir, resume=resume)
-    if history.notice:
-        print(f"[warning] {history.notice}", file=sys.stderr)
+    for notice in (history.notice, history.problem):
+        if notice:
+            print(f"[warning] {notice}", file=sys.stderr)
     if resume:
         print(f"resumed {history.path.name} ({len(history.turns)} turn(s))" if history.turns
               else "no saved conversation to resume: starting a new one")
@@ -157,6 +161,10 @@ async def _live(settings: Settings, resume: bool = False) -> int:
         pass
     finally:
         pipeline.close()
+        history.close()
+    if history.unsaved:
+        raise ForesayError(f"{len(history.unsaved)} turn(s) of this conversation could not be saved in "
+                           f"{history.path.parent}")
     return 0
 
 
@@ -173,6 +181,8 @@ def register(commands) -> None:
     p.add_argument("--out", type=Path, metavar="OUT.wav", help="write the spoken reply here")
     p.add_argument("--metrics", type=Path, metavar="OUT.jsonl", help="per-turn metrics, one JSON line each")
     p.add_argument("--fast", action="store_true",
-                   help="do not pace the recording in real time (latencies then mean little)")
+                   help="do not pace the recording in real time (latencies that compare the recording's time "
+                        "with the clock, ASR final and voice-to-voice, are then left out)")
+    add_force_argument(p)
     add_settings_arguments(p)
     p.set_defaults(func=run_replay)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from foresay.app.settings import ConfigError, build, merge, parse_override
@@ -28,6 +28,7 @@ from foresay.engine.predgen.continuation import ContinuationConfig
 from foresay.engine.predgen.turn import PredGenConfig
 from foresay.engine.predgen.verifiers import parse_verifier
 from foresay.engine.tts.espeak import EspeakConfig
+from foresay.engine.tts.piper_engine import PiperConfig
 from foresay.engine.tts.zonos import ZonosConfig
 
 log = logging.getLogger(__name__)
@@ -84,18 +85,30 @@ class PredGenSettings:
                              continuation=ContinuationConfig.parse(self.continuation))
 
 
+TTS_ENGINES = ("espeak", "piper", "zonos")
+
+
 @dataclass(frozen=True)
 class TtsSettings:
-    """engine: espeak (CPU, everywhere) | zonos (GPU; install from its git repository)."""
+    """engine: espeak (CPU, everywhere, robotic) | piper (CPU, a natural voice) | zonos (GPU;
+    install from its git repository). A Piper voice that is not here, or Zonos not installed: the
+    app speaks with espeak-ng and says so (app/voice.py).
+    voice: the Piper voice, by name (en_US-joe-medium: the registry copy, else the hub's) or as
+    the path of a .onnx file with its .onnx.json beside; None: [tts.piper] voice."""
     engine: str = "espeak"
+    voice: str | None = None
     espeak: EspeakConfig = field(default_factory=EspeakConfig)
+    piper: PiperConfig = field(default_factory=PiperConfig)
     zonos: ZonosConfig = field(default_factory=ZonosConfig)
 
     def __post_init__(self):
-        if self.engine not in ("espeak", "zonos"):
-            raise ConfigError(f"tts engine must be espeak or zonos, got {self.engine!r}")
+        if self.engine not in TTS_ENGINES:
+            raise ConfigError(f"tts engine must be one of {', '.join(TTS_ENGINES)}, got {self.engine!r}")
+        self.engine_config()  # validates the voice
 
     def engine_config(self):
+        if self.engine == "piper":
+            return replace(self.piper, voice=self.voice) if self.voice is not None else self.piper
         return self.espeak if self.engine == "espeak" else self.zonos
 
 
@@ -163,6 +176,8 @@ class Settings:
     audio: AudioSettings = field(default_factory=AudioSettings)
 
 
+SECTIONS = tuple(f.name for f in fields(Settings))
+
 # Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.
 # On CUDA the LLM runs a static KV cache (llm.cache = "auto"), whose every pass attends over the
 # whole preallocated context: 8192 tokens keep that a small share of a 7B pass (and 0.5 GB).
@@ -198,14 +213,17 @@ PROFILES: dict[str, dict] = {
     "gpu-8gb": {
         "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda", "max_context": _GPU_CONTEXT},
         "asr": {"target": "small.en", "backend": "faster-whisper", "device": "cuda"},
-        "tts": {"engine": "espeak"},
+        "tts": {"engine": "piper"},
     },
     "cpu": {
         "llm": {"model": "Qwen/Qwen2.5-0.5B-Instruct", "device": "cpu"},
         "asr": {"target": "base.en", "backend": "faster-whisper", "device": "cpu", "compute_type": "int8"},
-        "tts": {"engine": "espeak"},
+        "tts": {"engine": "piper"},
     },
-    "demo": {  # offline: the chat model and the Whisper pair trained in-house (toy domain), on CPU
+    # offline: the chat model and the Whisper pair trained in-house (toy domain), on CPU. The pair
+    # has only heard espeak-ng voices: where a real Whisper is on this machine, `demo` hears with it
+    # instead (`profile_table`); `demo-own-ear` always runs the pair (the demo benchmarks and tests).
+    "demo": {
         "llm": {"model": "demo", "device": "cpu"},
         "asr": {"target": "demo", "draft": "demo-draft", "backend": "specasr", "device": "cpu"},
         # The demo Whispers were trained without a previous-text prompt, and they complete a
@@ -213,7 +231,9 @@ PROFILES: dict[str, dict] = {
         # trained on one request at a time and leave words out of a window holding two: speech
         # that outgrows a window is cut into pieces of about one request (docs/benchmarks.md).
         "streaming": {"prompt_tokens": 0, "final_redecode": True, "segment_s": 3.5},
-        "tts": {"engine": "espeak"},
+        # Piper when its voice is here (`foresay models fetch piper-en_US-joe-medium`); an offline
+        # profile never downloads it, and speaks with espeak-ng without it.
+        "tts": {"engine": "piper"},
         "predgen": {"max_new_tokens": 64},
         # The demo chat model learned where a request ends (its card gives the AUC of P(end of
         # turn), whole vs cut requests): the end-of-turn decision on its estimate.
@@ -227,7 +247,20 @@ PROFILES: dict[str, dict] = {
         "predgen": {"max_new_tokens": 48},
     },
 }
+PROFILES["demo-own-ear"] = PROFILES["demo"]
 OFFLINE_PROFILES = ("demo", "tiny-random")
+
+
+def profile_table(name: str) -> dict:
+    """The partial config of profile `name` on this machine. The one choice made here: `demo` hears
+    with a real Whisper where one is present (`demo_profile.real_whisper_table`), with the streaming
+    defaults made for real Whispers instead of the settings tuned for the demo pair."""
+    if name == "demo":
+        from foresay.app.demo_profile import real_whisper_table
+        ear = real_whisper_table()
+        if ear is not None:
+            return {**{k: v for k, v in PROFILES[name].items() if k not in ("asr", "streaming")}, **ear}
+    return PROFILES[name]
 
 
 def auto_profile() -> str:
@@ -272,6 +305,7 @@ def remember_profile(path: Path, profile: str) -> None:
     file as it is; written to a temporary file, fsynced and renamed over it."""
     import os
     import re
+    import stat
 
     path = Path(path)
     text = path.read_text("utf-8") if path.exists() else ""
@@ -296,8 +330,12 @@ def remember_profile(path: Path, profile: str) -> None:
         lines = ["[app]", line, ""] + lines
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600   # private unless made otherwise
         tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode) if hasattr(os, "fchmod") else None
             f.write("\n".join(lines).rstrip("\n") + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -317,9 +355,12 @@ def load_settings(path: Path | None = None, profile: str | None = None,
         table = read_config_file(Path(path))
     for text in overrides:
         table = merge(table, parse_override(text))
+    for section, value in table.items():   # `app = 5` would otherwise vanish under the profile's [app]
+        if section in SECTIONS and not isinstance(value, dict):
+            raise ConfigError(f"{section}: expected a table ([{section}] with its keys), got {value!r}")
     name = profile or table.get("app", {}).get("profile", "auto")
     chosen = auto_profile() if name == "auto" else name
     if chosen not in PROFILES:
         raise ConfigError(f"unknown profile {name!r} (profiles: auto, {', '.join(PROFILES)})")
-    table = merge(merge(PROFILES[chosen], table), {"app": {"profile": chosen}})
+    table = merge(merge(profile_table(chosen), table), {"app": {"profile": chosen}})
     return build(Settings, table, "")

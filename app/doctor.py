@@ -98,12 +98,16 @@ def check_zonos() -> list[Check]:
                   essential=False)]
 
 
-def _offline() -> bool:
+def _offline() -> str | None:
+    """Why models cannot be downloaded now (offline mode, no network), or None."""
+    from foresay.app.downloads import hub_unreachable
+
     try:
         from huggingface_hub import constants
-        return bool(constants.HF_HUB_OFFLINE)
+        offline = bool(constants.HF_HUB_OFFLINE)
     except Exception:
-        return os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+    return "offline (HF_HUB_OFFLINE=1)" if offline else hub_unreachable()
 
 
 def _cached(repo_id: str) -> bool:
@@ -128,22 +132,52 @@ def check_models(settings=None) -> list[Check]:
     if not missing:
         detail = ", ".join(needed) + " in the model cache" if needed else "built in, nothing to download"
         return [Check(name, True, detail)]
-    if _offline():
-        return [Check(name, False, f"not downloaded and offline (HF_HUB_OFFLINE=1): {', '.join(missing)}",
-                      offline_hint())]
+    why = _offline()
+    if why:
+        return [Check(name, False, f"not downloaded, and {why}: {', '.join(missing)}", offline_hint())]
     return [Check(name, False, f"not downloaded yet: {', '.join(missing)}; they download on first use, "
                   "with progress", "nothing to do with a network connection", essential=False)]
 
 
+def check_demo_ear() -> list[Check]:
+    """Which Whisper the demo profile hears with: a real one when fetched, else its own pair."""
+    from foresay.app.demo_profile import OWN_EAR_NOTE, REAL_EAR, real_whisper
+
+    folder = real_whisper()
+    if folder is not None:
+        return [Check("demo's speech recognizer", True, f"Whisper tiny.en ({folder}), which hears people")]
+    return [Check("demo's speech recognizer", False, OWN_EAR_NOTE.split(":")[0],
+                  f"foresay models fetch {REAL_EAR}", essential=False)]
+
+
+def check_voice(settings=None) -> list[Check]:
+    """Which voice the profile Foresay would start with speaks, and how to get a missing Piper voice."""
+    from foresay.app.voice import choose_voice
+
+    try:
+        if settings is None:
+            from foresay.app.config import load_settings
+            settings = load_settings()
+        choice = choose_voice(settings)
+    except Exception as exc:   # a bad voice file or config: say it here too
+        return [Check("voice", False, f"cannot tell ({exc})", "fix tts.voice or the config file")]
+    if choice.fallback:
+        fix = choice.fallback.split(": ", 1)[-1]
+        return [Check("voice", False, choice.line.removeprefix("voice: "), fix, essential=False)]
+    detail = choice.label + (", downloads on first use, with progress" if choice.download else "")
+    return [Check("voice", True, detail)]
+
+
+SETTINGS_CHECKS = (check_models, check_voice)   # checks of the settings Foresay runs with
 CHECKS: list[Callable[[], list[Check]]] = [check_packages, check_torch, check_portaudio, check_espeak,
-                                           check_zonos, check_models]
+                                           check_zonos, check_models, check_voice, check_demo_ear]
 
 
 def run_checks(checks=None, settings=None) -> list[Check]:
-    """Every check; `settings`: those Foresay runs with (the window's), for the model check."""
+    """Every check; `settings`: those Foresay runs with (the window's), for the model and voice checks."""
     out = []
     for check in checks or CHECKS:
-        out.extend(check(settings) if check is check_models else check())
+        out.extend(check(settings) if check in SETTINGS_CHECKS else check())
     return out
 
 
@@ -160,5 +194,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(commands) -> None:
-    p = commands.add_parser("doctor", help="check packages, GPU, audio devices, espeak-ng, Zonos, models")
+    p = commands.add_parser("doctor", help="check packages, GPU, audio devices, espeak-ng, Zonos, models, the voice")
     p.set_defaults(func=run)

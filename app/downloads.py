@@ -10,13 +10,15 @@ Zonos weights are left to Zonos' own loader (its model choice depends on the GPU
 from __future__ import annotations
 
 import io
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from foresay.app.config import OFFLINE_PROFILES, PROFILES, Settings
+from foresay.app.config import OFFLINE_PROFILES, PROFILES, Settings, default_config_path
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.events import LoadProgress
 
@@ -73,7 +75,8 @@ def hub_downloads(settings: Settings) -> list[HubDownload]:
         out.append(HubDownload(llm.model, LLM_FILES, llm.revision, "language model"))
     asr = settings.asr
     if asr.chosen_backend == "faster-whisper":
-        repo = faster_whisper_repo(asr.target)
+        from foresay.engine.asr.whisper.faster import fetched_copy
+        repo = None if fetched_copy(asr.target) is not None else faster_whisper_repo(asr.target)
         if repo:
             out.append(HubDownload(repo, CT2_WHISPER_FILES, None, "speech recognizer"))
     else:
@@ -87,14 +90,29 @@ def offline_profiles() -> list[str]:
     return [p for p in OFFLINE_PROFILES if p in PROFILES]
 
 
-def offline_hint(window: bool = False) -> str:
-    """What to do when a model cannot be had: command-line advice, or the window's."""
+_OFFLINE_STATES = {"demo": "which knows a toy domain", "tiny-random": "whose random models only babble"}
+
+
+def offline_state(profile: str) -> str:
+    """The window's lasting state line while an offline profile stands in for the chosen one."""
+    return f"offline: the {profile} profile, {_OFFLINE_STATES.get(profile, 'which needs no download')}"
+
+
+def offline_hint(window: bool = False, profile: str | None = None) -> str:
+    """What to do when a model cannot be had: command-line advice, or the window's. On an
+    offline profile (`profile`) the model missing is one a setting added to it: the advice says
+    so instead of offering the profile already in use."""
     names = offline_profiles()
+    if profile in names:
+        where = "File \u25b8 Settings" if window else f"the --set options and {default_config_path()}"
+        return (f"The offline {profile!r} profile does not ship this model, so a setting names it: "
+                f"connect to the internet and try again, or remove that setting ({where}).")
     if not names:
         return "Connect to the internet and try again."
     listed = " or ".join(repr(n) for n in names)
     how = ("choose it in File \u25b8 Settings" if window else
-           f"add `--profile {names[0]}` to the command, or set `profile = \"{names[0]}\"` under [app] in config.toml")
+           f"add `--profile {names[0]}` to the command, or set `profile = \"{names[0]}\"` under [app] in "
+           f"{default_config_path()}")
     return f"Connect to the internet and try again, or use an offline profile ({listed}): {how}."
 
 
@@ -193,11 +211,44 @@ def download(item: HubDownload, emit: Callable[[LoadProgress], None], snapshot_d
     except Exception as exc:  # the hub client raises many kinds (offline, not found, gated, HTTP, disk)
         progress.finish()
         raise ModelUnavailable(
-            f"the {item.what} {item.repo_id!r} is not downloaded yet and cannot be downloaded now "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no details'}). "
-            + offline_hint()) from exc
+            f"the {item.what} {item.repo_id!r} is not downloaded yet and cannot be downloaded now: "
+            f"{download_failure(exc)}. " + offline_hint()) from exc
     progress.finish()
     return Path(folder)
+
+
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the model hub cannot be reached now (in plain words), or None when it can."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = parts.hostname or "huggingface.co", parts.port or (80 if parts.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except socket.gaierror:
+        return f"no network connection ({host} cannot be looked up)"
+    except OSError as exc:
+        return f"{host} cannot be reached ({exc.strerror or exc})"
+    return None
+
+
+def download_failure(exc: BaseException) -> str:
+    """Why a download failed, in plain words: for a network failure its innermost cause (the hub
+    client wraps it several times), else the hub's own first line (not found, gated, disk)."""
+    root, seen = exc, {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    if isinstance(root, socket.gaierror):
+        return "no network connection (the hub's address cannot be looked up)"
+    if isinstance(root, (ConnectionError, TimeoutError)):
+        return f"the hub cannot be reached: {_first_line(root)}"
+    return _first_line(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__).rstrip(".")
 
 
 def download_models(settings: Settings, emit: Callable[[LoadProgress], None]) -> list[Path]:

@@ -13,8 +13,9 @@ from dataclasses import replace
 from typing import Callable
 
 from foresay.app.config import PROFILES, Settings, auto_profile, default_config_path, load_settings, remember_profile
-from foresay.app.downloads import offline_hint, offline_profiles
-from foresay.engine.errors import ForesayError, ModelUnavailable
+from foresay.app.downloads import offline_hint, offline_profiles, offline_state
+from foresay.app.voice import shown_voice, with_voice
+from foresay.engine.errors import ForesayError, ModelFileMissing, ModelUnavailable
 from foresay.engine.events import StatusMessage
 
 log = logging.getLogger(__name__)
@@ -24,12 +25,12 @@ def settings_with_choices(settings: Settings, choices) -> Settings:
     """The settings dialog's choices applied on top of the loaded settings."""
     llm = replace(settings.llm, model=choices.llm_model) if choices.llm_model else settings.llm
     asr = replace(settings.asr, target=choices.asr_model) if choices.asr_model else settings.asr
-    espeak = replace(settings.tts.espeak, voice=replace(settings.tts.espeak.voice, voice=choices.tts_voice))
     hangover = replace(settings.audio.hangover, min_s=choices.hangover_min_ms / 1000,
                        max_s=choices.hangover_max_ms / 1000,
                        default_s=min(max(settings.audio.hangover.default_s, choices.hangover_min_ms / 1000),
                                      choices.hangover_max_ms / 1000))
-    return replace(settings, llm=llm, asr=asr, tts=replace(settings.tts, espeak=espeak),
+    settings = with_voice(settings, choices.tts_voice)
+    return replace(settings, llm=llm, asr=asr,
                    predgen=replace(settings.predgen, verifier=choices.verifier_spec),
                    audio=replace(settings.audio, hangover=hangover,
                                  fixed_hangover_s=choices.hangover_ms / 1000),
@@ -50,6 +51,8 @@ class App:
         the command line chose the profile."""
         self.settings = settings
         self.remember_profile = remember_profile
+        self.fallback_from: str | None = None  # the chosen profile whose models were missing
+        self.retry_of: str | None = None       # that profile, tried again by the user
         self.resume = resume
         self.history = None
         self.window = window
@@ -73,7 +76,10 @@ class App:
     def start(self) -> None:
         self.task = asyncio.get_event_loop().create_task(self._run())
 
-    def restart(self, audio_input=None, audio_output=None, choices=None, profile=None) -> None:
+    def restart(self, audio_input=None, audio_output=None, choices=None, profile=None,
+                fallback: bool = False) -> None:
+        """Starts the pipeline again with what changed. `fallback`: `profile` stands in for the
+        chosen one (its models are missing), so it is not remembered as the user's choice."""
         s = self.settings
         wanted = chosen = profile or (choices.profile if choices is not None else None)
         if wanted == "auto":
@@ -96,7 +102,11 @@ class App:
                 return
         self.settings = s
         self.window.withdraw_profile_offer()  # a new attempt: the offer returns if it fails again
-        if chosen and self.remember_profile is not None:
+        if chosen and not fallback:   # the user's own choice: no longer on a fallback
+            self.retry_of = chosen if chosen == self.fallback_from else None
+            self.fallback_from = None
+            self.window.set_state_line("")
+        if chosen and not fallback and self.remember_profile is not None:
             try:
                 self.remember_profile(chosen)   # the user's choice holds at the next start
             except ForesayError as exc:
@@ -107,6 +117,8 @@ class App:
 
     def resume_latest(self) -> None:
         """File ▸ Resume last conversation: the latest saved conversation becomes the context."""
+        if self.history is not None:
+            self.history.close()   # releases the file, which may be the one to resume
         self.history, self.resume = None, True
         self.restart()
 
@@ -115,6 +127,8 @@ class App:
 
         if self.history is None:
             self.history = HistoryStore(self.settings.app.history_dir, resume=self.resume)
+            if self.history.problem:
+                self.bridge.post(StatusMessage(0, 0.0, self.history.problem, "warning"))
             if self.history.notice:
                 self.bridge.post(StatusMessage(0, 0.0, self.history.notice, "warning"))
             elif self.resume:
@@ -139,6 +153,9 @@ class App:
             await self.pipeline.run()
         except asyncio.CancelledError:
             raise
+        except ModelFileMissing as exc:   # a wrong path: said as it is, no offline profile offered
+            self.window.set_ready(False, "see the message below")
+            self.bridge.post(StatusMessage(0, 0.0, str(exc), "error"))
         except ModelUnavailable as exc:
             self.window.set_ready(False, "the models are missing (see below)")
             self.model_missing(exc)
@@ -156,10 +173,12 @@ class App:
 
     def model_missing(self, exc: ModelUnavailable) -> None:
         """The chosen models cannot be had: start on the embedded demo profile and say so, with
-        the way to get the real models (one click away); the choice is remembered. Already on an
-        offline profile: say what is missing and offer the other one."""
+        the way to get the real models (one click away). The fallback is not the user's choice:
+        the next start tries the chosen profile again. Already on an offline profile: say what
+        is missing and offer the other one."""
         wanted = self.settings.app.profile
-        text = str(exc).replace(offline_hint(), "").strip()
+        retried, self.retry_of = self.retry_of == wanted, None
+        text = str(exc).replace(offline_hint(profile=wanted), "").replace(offline_hint(), "").strip()
         offline = [p for p in offline_profiles() if p != wanted]
         if not offline:
             self.bridge.post(StatusMessage(0, 0.0, f"{text} {offline_hint(window=True)}", "error"))
@@ -169,16 +188,57 @@ class App:
             self.bridge.post(StatusMessage(0, 0.0, text, "error"))
             self.window.offer_profile(fallback, f"Use the offline profile ({fallback})")
             return
-        self.restart(profile=fallback)
+        self.restart(profile=fallback, fallback=True)
         if self.settings.app.profile != fallback:
-            return   # the fallback itself could not be loaded; restart() said why (and remembered it)
-        self.bridge.post(StatusMessage(0, 0.0, (
-            f"The models of the {wanted!r} profile are not on this machine and cannot be downloaded now "
-            f"({text}). Foresay runs on the offline {fallback!r} profile instead: small models trained "
-            f"in-house that know only a toy domain (capitals, timers, arithmetic, ...). To get the real "
-            f"models, connect to the internet and click \u201cGet the real models\u201d (or choose the "
-            f"{wanted!r} profile in File \u25b8 Settings)."), "warning"))
+            return   # the fallback itself could not be loaded; restart() said why
+        self.fallback_from = wanted
+        self.window.set_state_line(offline_state(fallback))
+        if retried:   # "Get the real models" clicked, still without them
+            self.bridge.post(StatusMessage(0, 0.0, (
+                f"Cannot get the real models of the {wanted!r} profile now: {text.rstrip('.')}. Foresay "
+                f"stays on the offline {fallback!r} profile; connect to the internet and click "
+                f"\u201cGet the real models\u201d again."), "error"))
+        else:
+            self.bridge.post(StatusMessage(0, 0.0, (
+                f"The {wanted!r} profile cannot start: {text.rstrip('.')}. Foresay runs on the offline "
+                f"{fallback!r} profile instead: small "
+                f"models trained in-house that know only a toy domain (capitals, timers, arithmetic, ...). "
+                f"To get the real models, connect to the internet and click \u201cGet the real models\u201d; "
+                f"each start tries the {wanted!r} profile first."), "warning"))
         self.window.offer_profile(wanted, f"Get the real models ({wanted})")
+
+
+class QuitOnInterrupt:
+    """Ctrl+C in the terminal that started the window quits it cleanly (exit status 130) instead
+    of raising KeyboardInterrupt inside whichever Qt callback was running."""
+
+    def __init__(self, quit: Callable[[], None]):
+        self.quit = quit
+        self.interrupted = False
+        self._previous = None
+        self._timer = None
+
+    def install(self) -> None:
+        import signal
+
+        from PySide6.QtCore import QTimer
+
+        self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        self._timer = QTimer()   # Python runs signal handlers only between its own bytecodes:
+        self._timer.timeout.connect(lambda: None)   # wake it while Qt waits for events
+        self._timer.start(200)
+
+    def uninstall(self) -> None:
+        import signal
+
+        if self._timer is not None:
+            self._timer.stop()
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_interrupt(self, signum, frame) -> None:
+        self.interrupted = True
+        self.quit()
 
 
 def app_icon():
@@ -216,7 +276,7 @@ def run_gui(args) -> int:
     bridge = EventBridge()
     choices = SettingsChoices(profile=settings.app.profile, verifier=settings.predgen.verifier.split(":")[0],
                               k=int(settings.predgen.verifier.split(":")[1]) if ":" in settings.predgen.verifier else 3,
-                              tts_voice=settings.tts.espeak.voice.voice,
+                              tts_voice=shown_voice(settings),
                               endpointing="adaptive" if settings.app.adaptive_endpointing else "fixed")
     options = SettingsOptions(profiles=("auto", *PROFILES))
     window = MainWindow(bridge, QSettings("Foresay", "Foresay"),
@@ -235,7 +295,12 @@ def run_gui(args) -> int:
     controller = App(settings, window, bridge, lambda name: load_settings(args.config, name, args.set),
                      resume=getattr(args, "resume", False), remember_profile=remember)
     controller.start()
-    with loop:
-        app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
-        loop.run_forever()
-    return 0
+    interrupt = QuitOnInterrupt(app.quit)
+    interrupt.install()
+    try:
+        with loop:
+            app.aboutToQuit.connect(lambda: controller.task and controller.task.cancel())
+            loop.run_forever()
+    finally:
+        interrupt.uninstall()
+    return 130 if interrupt.interrupted else 0

@@ -17,9 +17,14 @@ def _same(a: Path, b: Path) -> bool:
     return a.expanduser().resolve() == b.expanduser().resolve()
 
 
-def check_outputs(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
+def add_force_argument(p) -> None:
+    p.add_argument("--force", action="store_true", help="write over output files that exist")
+
+
+def check_outputs(outputs: dict[str, Path | None], inputs: dict[str, Path | None], force: bool = False) -> None:
     """Refuses, before anything is opened: an output that is an input or another output, a folder,
-    or one whose folder is missing or not writable. Keys name the options (e.g. "--metrics")."""
+    one that exists (unless `force`: the command's --force), or one whose folder is missing or not
+    writable. Keys name the options (e.g. "--metrics")."""
     named_inputs = {k: Path(v) for k, v in inputs.items() if v is not None}
     seen: dict[str, Path] = {}
     for option, value in outputs.items():
@@ -35,6 +40,8 @@ def check_outputs(outputs: dict[str, Path | None], inputs: dict[str, Path | None
                 raise ForesayError(f"{option} and {other} name the same file {path}")
         if path.is_dir():
             raise ForesayError(f"{option} {path} is a folder; name a file in it")
+        if path.exists() and not force:
+            raise ForesayError(f"{option} {path} exists; add --force to write over it, or name another file")
         folder = path.parent if str(path.parent) else Path(".")
         if not folder.is_dir():
             raise ForesayError(f"{option} {path}: the folder {folder} does not exist; create it first")

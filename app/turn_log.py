@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.events import (Event, FinalTranscript, NewConversation, ReplyDone, ReplyHeard, ReplyStarted,
-                                   SentenceReady, TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
+                                   SentenceReady, StatusMessage, TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
 from foresay.engine.stage import Stage
 
 METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
@@ -44,9 +44,14 @@ class TurnLog(Stage):
                 TurnClosed)
     name = "turn log"
 
-    def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
+    def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic,
+                 paced: bool = True):
+        """`paced`: the audio came at its own pace (live, or a replay in real time); False (a
+        replay faster than real time): the figures that compare the audio's time with the clock
+        (ASR final, voice-to-voice) would be meaningless and are None."""
         super().__init__(emit)
         self.clock = clock
+        self.paced = paced
         self.metrics: list[dict] = []
         self._turns: dict[int, _Times] = {}
 
@@ -83,12 +88,12 @@ class TurnLog(Stage):
             "turn": closed.turn_id, "user_text": closed.user_text, "reply_text": closed.reply_text,
             "outcome": closed.outcome,
             "endpoint_delay_ms": _ms(times.last_voiced_t, times.ended_t),
-            "asr_final_ms": _ms(times.ended_t, times.final_at),
+            "asr_final_ms": _ms(times.ended_t, times.final_at) if self.paced else None,
             "ttfs_ms": round(1000 * ttfs, 2) if ttfs is not None else None,
             "nfetfs": done.nfetfs if done is not None else None,
             "tts_first_chunk_ms": _ms(times.first_sentence_at, times.first_chunk_at),
             "audio_latency_ms": _ms(times.final_at, times.first_chunk_at),
-            "voice_to_voice_ms": _ms(times.last_voiced_t, heard.first_output_t if heard else None),
+            "voice_to_voice_ms": _ms(times.last_voiced_t, heard.first_output_t if heard and self.paced else None),
             "underruns": heard.underruns if heard else 0,
             "interrupted": closed.interrupted,
             "resumed": times.resumed,
@@ -98,17 +103,24 @@ class TurnLog(Stage):
 
 
 class HistoryWriter(Stage):
-    """Saves every request (its reply as far as it was heard) to the conversation file."""
+    """Saves every request (its reply as far as it was heard) to the conversation file.
+    A turn that cannot be written stays in memory and is written with the next one; that saving
+    failed (and that it works again) is said once, as a status message."""
     consumes = (TurnClosed, NewConversation)
     name = "history"
 
-    def __init__(self, history):
-        super().__init__()
+    def __init__(self, history, emit: Callable[[Event], None] = lambda event: None,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(emit)
         self.history = history
+        self.clock = clock
 
     def handle(self, event: TurnClosed | NewConversation) -> None:
         from foresay.app.history import HistoryTurn
         if isinstance(event, NewConversation):
             self.history.new_conversation()
         elif event.outcome not in ("empty", "failed"):  # an unanswered request is kept too
-            self.history.append(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))
+            news = self.history.keep(HistoryTurn(event.user_text, event.reply_text, event.interrupted, time.time()))
+            if news is not None:
+                level, text = news
+                self.emit(StatusMessage(0, self.clock(), text, level))

@@ -13,6 +13,8 @@ Everything the rest of the app uses is importable from here (see docs/audio.md):
 - End-of-turn policies (strategy objects; `update(p_end_of_turn, turn_id, revision=,
   audio_until_t=)` from PredGen): `TurnEndDecision` + `TurnEndConfig` (+ `TurnEndCue` for audio
   cues), `FixedHangover`, `AdaptiveHangover`, `AdaptiveHangoverConfig`, `HangoverPolicy`.
+- Audio cue: `SmartTurnCue` (+ `SmartTurnConfig`, `SmartTurnModel`): Smart Turn v3.2's
+  P(end of turn) from the turn's last 8 s, once per pause.
 - Playback: `DeviceSink`, `WavSink`, `PlaybackConfig`, `PlaybackTicket`, `PlayedSpan`.
 - Echo and barge-in: `make_echo_canceller`, `BargeInDetector` (returns `Interrupt` events),
   `BargeInConfig`, `EchoGateConfig`, `PlaybackReference`.
@@ -30,6 +32,7 @@ from .errors import (AudioDeviceError, AudioDeviceLost, AudioError, AudioFileErr
                      DeviceUnavailable, NoAudioDevice, UnsupportedSampleRate)
 from .files import FileSource, load_audio, read_audio_file
 from .hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, HangoverPolicy
+from .smart_turn import SmartTurnConfig, SmartTurnCue, SmartTurnModel
 from .turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision, TurnEndView
 from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
 from .reference import PlaybackReference
@@ -42,6 +45,7 @@ __all__ = [
     "Endpointer", "EndpointerConfig", "Mode", "PushToTalkGate", "Turn",
     "HangoverPolicy", "FixedHangover", "AdaptiveHangover", "AdaptiveHangoverConfig",
     "TurnEndDecision", "TurnEndConfig", "TurnEndCue", "TurnEndView",
+    "SmartTurnCue", "SmartTurnConfig", "SmartTurnModel",
     "DeviceSink", "WavSink", "PlaybackConfig", "PlaybackTicket", "PlayedSpan",
     "PlaybackReference", "EchoCanceller", "EchoGateConfig", "make_echo_canceller",
     "webrtc_aec_available", "BargeInConfig", "BargeInDetector",

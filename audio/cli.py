@@ -109,10 +109,12 @@ def cmd_vad(args: argparse.Namespace) -> int:
     presses = parse_presses(args.press)
     if args.hangover_ms <= 0:
         raise AudioError("--hangover-ms must be positive")
+    if args.start_ms <= 0:
+        raise AudioError("--start-ms must be positive")
     if args.mode == Mode.PUSH_TO_TALK.value and not presses:
         raise AudioError("push-to-talk needs the key presses: --press START:END")
     vad = VadConfig(kind=args.vad, aggressiveness=args.aggressiveness, frame_ms=args.frame_ms)
-    start_ms = max(1, args.start_ms)
+    start_ms = args.start_ms
     config = EndpointerConfig(start_voiced_ms=start_ms,
                               start_window_ms=max(EndpointerConfig.start_window_ms, start_ms))
     result = asyncio.run(endpoint_file(args.file, mode=args.mode, presses=presses, vad=vad,

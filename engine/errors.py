@@ -9,6 +9,11 @@ class ModelUnavailable(ForesayError):
     """A model could not be found locally and could not be downloaded."""
 
 
+class ModelFileMissing(ModelUnavailable):
+    """A model named by a local path (a folder, a .gguf file) is not there: a wrong path, not a
+    download that failed (no network advice fits)."""
+
+
 class PromptTooLong(ForesayError):
     """A prompt does not fit the model's context even after dropping all history."""
 

@@ -238,6 +238,14 @@ class StatusMessage(Event):
 
 
 @dataclass(frozen=True)
+class AssistantIntro(Event):
+    """What the loaded chat model knows and questions it answers, for a model with a small domain
+    (the demo's), shown before the first turn (use turn_id 0). Empty for a general model."""
+    knows: str = ""
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class LoadProgress(Event):
     """Progress of loading or downloading one component's model (use turn_id 0).
 

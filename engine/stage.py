@@ -136,15 +136,24 @@ class EventBus:
         self._routes[kind].append(handler)
 
     def emit(self, event: Event) -> None:
+        """Routes `event` (and what its handlers emit). A handler that raises does not keep the
+        event from the handlers after it, nor the queued events from theirs (a stage must never
+        see half a turn); the first error is raised here once everything was routed."""
         self._queue.append(event)
         if self._routing:
             return
         self._routing = True
+        failure: Exception | None = None
         try:
             while self._queue:
-                self._route(self._queue.popleft())
+                try:
+                    self._route(self._queue.popleft())
+                except Exception as exc:
+                    failure = failure or exc
         finally:
             self._routing = False
+        if failure is not None:
+            raise failure
 
     def _route(self, event: Event) -> None:
         for observer in self.observers:
@@ -152,6 +161,12 @@ class EventBus:
                 observer(event)
             except Exception:  # an observer's bug (a view, a log) must not stop the conversation
                 log.exception("observer %r failed on %s", observer, type(event).__name__)
+        failure: Exception | None = None
         for kind in type(event).__mro__:
             for handler in self._routes.get(kind, ()):
-                handler(event)
+                try:
+                    handler(event)
+                except Exception as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure

@@ -50,9 +50,11 @@ extras=dev
 install_python_packages() {
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   local pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
-  # torch first, so the package's range is already met: FORESAY_TORCH picks the build
-  # (e.g. a CUDA index's build on GPU machines; the default takes the registry's or a local wheel).
-  "$venv/bin/python" -c "import torch" 2>/dev/null || "${pip[@]}" install "${FORESAY_TORCH:-torch==2.13.0}"
+  # torch first, so the package's range is already met: the CPU build without an NVIDIA GPU,
+  # FORESAY_TORCH picks another (packaging/torch_choice.sh)
+  # shellcheck source=packaging/torch_choice.sh
+  source packaging/torch_choice.sh
+  "$venv/bin/python" -c "import torch" 2>/dev/null || install_torch "${pip[@]}"
   local stamp="$venv/.foresay-installed"
   local want
   want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)

@@ -72,6 +72,19 @@ def speech_clip(tmp: Path, text: str, *, voice: str | None = None, before_s: flo
     return Clip(y.astype(np.float32), before_s, before_s + len(x) / SAMPLE_RATE)
 
 
+def piper_speech(model, text: str, level_db: float = -20.0) -> np.ndarray:
+    """`text` in a loaded Piper voice (tests' `piper_model`), at SAMPLE_RATE, trimmed to the speech,
+    its active frames at `level_db`; without sampling noise, so the same text gives the same audio."""
+    import soxr
+
+    from foresay.engine.tts.piper_model import PiperStyle
+
+    audio = np.concatenate([model.decode(*model.encode(ids, PiperStyle(noise_scale=0, noise_w=0))) for ids in model.phoneme_ids(text)])
+    x = soxr.resample(audio, model.sample_rate, SAMPLE_RATE).astype(np.float32)
+    a, b = speech_extent(x)
+    return normalize_active(x[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)], level_db)
+
+
 # --- WAV files by hand (independent of the reader under test) --------------------------------
 
 _PCM_GUID = bytes.fromhex("0100000000001000800000aa00389b71")

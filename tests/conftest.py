@@ -51,3 +51,25 @@ def registry_model():
             pytest.skip(message)
         return folder
     return find
+
+
+@pytest.fixture(scope="session")
+def piper_model(registry_model):
+    """The registry's Piper voice en_US-joe-medium, loaded once for the whole session."""
+    from foresay.engine.tts.piper_model import PiperModel
+    from foresay.engine.tts.piper_voices import check_voice_files
+
+    folder = registry_model("piper-en_US-joe-medium")
+    return PiperModel(check_voice_files(folder / "en_US-joe-medium.onnx", "en_US-joe-medium", "registry"), threads=1)
+
+
+@pytest.fixture
+def shared_piper(piper_model, monkeypatch):
+    """Every PiperEngine built in the test (a pipeline's too) speaks with the session's loaded voice."""
+    from foresay.engine.tts.piper_engine import PiperEngine
+
+    def load(self):
+        self.files = piper_model.files
+        return piper_model
+    monkeypatch.setattr(PiperEngine, "_load_model", load)
+    return piper_model

@@ -23,14 +23,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_cpp_server(gguf: Path, log_path: Path, startup_s: float = 120):
-    """llama-cpp-python's OpenAI-compatible server on a free loopback port; yields its base URL."""
+def llama_cpp_server(gguf: Path, log_path: Path, startup_s: float = 120, alias: str | None = SERVED_NAME,
+                     n_ctx: int = 2048):
+    """llama-cpp-python's OpenAI-compatible server on a free loopback port; yields its base URL.
+    Without an alias the server names the model by its file path."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", SERVED_NAME,
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+             *(["--model_alias", alias] if alias else []),
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "1",
              "--n_threads_batch", "1", "--logits_all", "true", "--verbose", "false"],
             stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -60,8 +63,8 @@ def llama_cpp_server(gguf: Path, log_path: Path, startup_s: float = 120):
 
 
 @contextlib.contextmanager
-def misbehaving_server(mode: str):
-    """An HTTP server that lists the model, then answers completions with `mode`: "500",
+def misbehaving_server(mode: str, models: tuple[str, ...] = (SERVED_NAME,)):
+    """An HTTP server that lists `models`, then answers completions with `mode`: "500",
     "drop" (closes the connection without an answer) or "slow" (answers after 3 s)."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -77,7 +80,7 @@ def misbehaving_server(mode: str):
             self.wfile.write(data)
 
         def do_GET(self):
-            self._json(200, {"data": [{"id": SERVED_NAME, "object": "model", "owned_by": "test"}]})
+            self._json(200, {"data": [{"id": name, "object": "model", "owned_by": "test"} for name in models]})
 
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))

@@ -59,6 +59,15 @@ def test_long_files_are_cut_into_windows(tmp_path):
     assert [len(c) / 16000 for c in clips] == [30.0, 30.0, 10.0]
 
 
+def test_a_clip_longer_than_a_short_window_model_is_cut_to_its_window(tmp_path, capsys):
+    t = np.arange(16000 * 7) / 16000   # the demo Whispers read 6 s windows
+    write_wav(tmp_path / "seven.wav", 0.3 * np.sin(2 * np.pi * 220 * t), 16000)
+    assert main(["bench", "asr", "--target", "demo", "--draft", "demo-draft", "--audio", str(tmp_path / "seven.wav"),
+                 "--repeats", "1", "--pass-timing", "skip", "--max-new-tokens", "8"]) == 0
+    out, err = capsys.readouterr()
+    assert "window" not in err and "streaming the 2 clips" in out
+
+
 def test_delays_follow_the_cadence_and_the_compute_time():
     utterance = SyntheticUtterance(tuple("one two three four five six".split()))
     instant = simulate(ScriptedBackend(utterance), utterance, StreamingConfig(hop_ms=100))

@@ -175,7 +175,7 @@ def test_qwen3_asr_profiles_download_both_models_like_the_whisper_pairs(tmp_path
     asked = [(d.repo_id, d.files) for d in hub_downloads(settings) if d.what == "speech recognizer"]
     assert asked == [("Qwen/Qwen3-ASR-1.7B", WHISPER_FILES), ("Qwen/Qwen3-ASR-0.6B", WHISPER_FILES)]
     assert tuple(HUB_FILES) == WHISPER_FILES
-    demo = load_settings(empty, profile="demo", overrides=['asr.target="demo-llm"', 'asr.draft="demo-llm-draft"'])
+    demo = load_settings(empty, profile="demo-own-ear", overrides=['asr.target="demo-llm"', 'asr.draft="demo-llm-draft"'])
     assert demo.asr.chosen_backend == "llm-specasr" and hub_downloads(demo) == []
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from audio_kit import normalize_active, speech_clip, speech_extent
+from audio_kit import normalize_active, piper_speech, speech_clip, speech_extent
 
 from foresay.audio.bargein import BargeInConfig, BargeInDetector
 from foresay.audio.blocks import SAMPLE_RATE, AudioBlock, rms_db
@@ -21,13 +21,17 @@ USER = "No wait, I meant the weather in London, not Paris."
 CANCELLERS = ["webrtc", "none"]   # the echo canceller with the gate, and the gate alone
 
 
-@pytest.fixture(scope="module")
-def voices(tmp_path_factory):
+@pytest.fixture(scope="module", params=["espeak", "piper"])
+def voices(request, tmp_path_factory):
+    """The assistant speaks with espeak-ng or Piper; the user is another espeak-ng voice."""
     tmp = tmp_path_factory.mktemp("voices")
-    assistant = speech_clip(tmp, ASSISTANT, before_s=0, after_s=0, noise_db=-120, level_db=-20)
+    if request.param == "piper":
+        assistant = piper_speech(request.getfixturevalue("piper_model"), ASSISTANT, level_db=-20)
+    else:
+        assistant = speech_clip(tmp, ASSISTANT, before_s=0, after_s=0, noise_db=-120, level_db=-20).samples
     user = speech_clip(tmp, USER, voice="en+f3", before_s=0, after_s=0, noise_db=-120,
                        level_db=-20)
-    return assistant.samples, user.samples
+    return assistant, user.samples
 
 
 def room(x: np.ndarray, delay_ms: float, gain_db: float) -> np.ndarray:

@@ -4,7 +4,8 @@ import json
 from foresay.app.bench import gpu as bench_gpu
 
 KEYS = {"device", "bandwidth_tbps", "llm", "asr", "tts", "predgen"}
-LLM_KEYS = {"model", "weight_gb", "floor_ms", "decode_step_ms", "verify_ms", "ratio_to_floor", "warmup_s", "exact"}
+LLM_KEYS = {"model", "weight_gb", "floor_ms", "decode_step_ms", "verify_ms", "ratio_to_floor", "warmup_s", "exact",
+            "context", "by_context"}
 
 
 def test_bench_gpu_small_on_cpu_writes_every_figure(tmp_path, fixture_dir, capsys):
@@ -14,7 +15,7 @@ def test_bench_gpu_small_on_cpu_writes_every_figure(tmp_path, fixture_dir, capsy
     report = json.loads(out.read_text())
     assert set(report) == KEYS
     assert set(report["llm"]) == LLM_KEYS
-    assert set(report["asr"]) == {"target", "draft", "target_pass_ms", "draft_pass_ms", "encoder_ms"}
+    assert set(report["asr"]) == {"target", "draft", "target_pass_ms", "draft_pass_ms", "encoder_ms", "by_window_s"}
     assert set(report["tts"]) == {"engine", "step_ms", "ttfc_ms", "rtf"}
     assert set(report["predgen"]) == {"reply_identical", "speedup"}
     llm = report["llm"]
@@ -22,6 +23,13 @@ def test_bench_gpu_small_on_cpu_writes_every_figure(tmp_path, fixture_dir, capsy
     assert report["bandwidth_tbps"] > 0 and llm["floor_ms"] > 0 and llm["decode_step_ms"] > 0
     assert abs(llm["ratio_to_floor"] - llm["decode_step_ms"] / llm["floor_ms"]) < 0.05 * llm["ratio_to_floor"] + 0.01
     assert report["predgen"]["reply_identical"] == 1.0
+    assert set(llm["by_context"]) == {"32", "64"} and llm["context"] == 32  # --small's two contexts
+    assert {k: llm[k] for k in ("decode_step_ms", "verify_ms")} == \
+        {k: llm["by_context"]["32"][k] for k in ("decode_step_ms", "verify_ms")}
+    assert all(c["decode_step_ms"] > 0 and c["verify_ms"] > 0 for c in llm["by_context"].values())
+    windows = report["asr"]["by_window_s"]
+    assert set(windows) == {"10", "30"} and windows["30"]["encoder_ms"] == report["asr"]["encoder_ms"]
+    assert all(w["encoder_ms"] > 0 and w["target_pass_ms"] > 0 for w in windows.values())
     assert all(report["asr"][k] > 0 for k in ("target_pass_ms", "draft_pass_ms", "encoder_ms"))
     assert json.loads(capsys.readouterr().out) == report
 
@@ -32,3 +40,14 @@ def test_bench_gpu_rejects_a_missing_gpu(capsys):
         return
     assert bench_gpu.main(["--device", "cuda", "--small"]) == 2
     assert "CUDA" in capsys.readouterr().err
+
+
+def test_bench_gpu_rejects_bad_lists_in_one_line(capsys):
+    import pytest
+
+    for argv in (["--context", "512,x"], ["--windows", "0"]):
+        with pytest.raises(SystemExit):
+            bench_gpu.main(["--device", "cpu", "--small", *argv])
+        assert "expected positive whole numbers" in capsys.readouterr().err
+    assert bench_gpu.main(["--device", "cpu", "--small", "--windows", "10,60"]) == 2
+    assert "at most 30 s" in capsys.readouterr().err

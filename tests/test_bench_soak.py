@@ -30,8 +30,8 @@ def test_the_score_counts_lost_words_and_compares_the_first_and_last_turns():
 
 def test_a_short_soak_runs_through_the_pipeline(tmp_path, capsys):
     out = tmp_path / "soak.json"
-    assert main(["bench", "soak", "--requests", "2", "--gap", "1.5", "--profile", "demo",
-                 "--json", str(out)]) == 0
+    assert main(["bench", "soak", "--requests", "2", "--gap", "1.5", "--profile", "demo-own-ear",
+                 "--set", "tts.engine=espeak", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["requests"] == 2 and report["turns_found"] >= 1 and report["words_heard"] > 0
     assert report["memory_mb"]["after_last_turn"] > 0

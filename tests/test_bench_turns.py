@@ -25,6 +25,7 @@ def test_scoring_counts_cutoffs_resumed_turns_and_delays_from_the_truth(tmp_path
     report = score([rec], [obs])
     assert report["turns_expected"] == 2 and report["turns_found"] == 2
     assert report["premature_cutoffs"] == 1 and report["premature_recovered"] == 1 and report["resumed"] == 1
+    assert report["requests_cut"] == 1 and report["merged_requests"] == 0
     assert report["endpoint_delay_ms"]["median"] == pytest.approx(250.0)   # 200 and 300 ms
     # voice-to-voice from the truth end: 300 - 20 and 400 - 30
     assert report["voice_to_voice_ms"]["median"] == pytest.approx(325.0)
@@ -79,7 +80,8 @@ def test_bench_turns_replays_a_set_through_the_live_path(two_recordings, tmp_pat
     truth = read_set(two_recordings)[0].turns[0]
     assert 0.5 <= truth.end_s - truth.start_s <= 5
     out = tmp_path / "report.json"
-    assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--fast", "--json", str(out),
+    assert main(["bench", "turns", str(two_recordings), "--profile", "demo-own-ear", "--fast", "--json", str(out),
+                 "--set", "tts.engine=espeak",
                  "--set", "app.adaptive_endpointing=false", "--set", "audio.fixed_hangover_s=0.35"]) == 0
     report = json.loads(out.read_text())
     assert set(report) >= {"turns_expected", "turns_found", "premature_cutoffs", "resumed", "endpoint_delay_ms",
@@ -99,7 +101,7 @@ def test_the_decision_alone_recovers_every_cutoff_and_loses_no_word(two_recordin
     all of its speech. (Which words the demo Whisper hears in audio with a long pause inside is
     its own matter: it was trained on unbroken requests.)"""
     out = tmp_path / "decision.json"
-    assert main(["bench", "turns", str(two_recordings), "--profile", "demo", "--decision-only",
+    assert main(["bench", "turns", str(two_recordings), "--profile", "demo-own-ear", "--decision-only",
                  "--estimate-ms", "60", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["turns_found"] == 2 and report["premature_cutoffs"] == report["premature_recovered"]

@@ -38,11 +38,24 @@ def test_models_missing_while_offline_are_a_problem_not_ok(monkeypatch):
 
     cpu = load_settings(profile="cpu")
     monkeypatch.setattr(doctor, "_cached", lambda repo: False)
-    monkeypatch.setattr(doctor, "_offline", lambda: True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     [check] = doctor.check_models(cpu)
-    assert not check.ok and check.essential and "offline" in check.detail and "--profile demo" in check.fix
-    monkeypatch.setattr(doctor, "_offline", lambda: False)
+    assert not check.ok and check.essential and "offline (HF_HUB_OFFLINE=1)" in check.detail
+    assert "--profile demo" in check.fix
+    monkeypatch.setattr(doctor, "_offline", lambda: None)
     [check] = doctor.check_models(cpu)
     assert not check.ok and not check.essential and "first use" in check.detail
     [check] = doctor.check_models(load_settings(profile="demo"))
     assert check.ok and "nothing to download" in check.detail
+
+
+def test_without_a_network_doctor_says_so(monkeypatch):
+    from foresay.app.config import load_settings
+
+    monkeypatch.setattr(doctor, "_cached", lambda repo: False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://no-such-host.invalid")  # a name that never resolves
+    [check] = doctor.check_models(load_settings(profile="cpu"))
+    assert not check.ok and check.essential
+    assert "no network connection (no-such-host.invalid cannot be looked up)" in check.detail

@@ -1,9 +1,10 @@
 """First-run downloads: which hub models a profile fetches, progress events, the offline hint."""
+import socket
 import threading
 
 import pytest
 
-from foresay.app.config import PROFILES, load_settings
+from foresay.app.config import PROFILES, default_config_path, load_settings
 from foresay.app.downloads import (
     CT2_WHISPER_FILES, LLM_FILES, WHISPER_FILES, DownloadProgress, HubDownload, download, hub_downloads,
     is_hub_id, offline_hint, offline_profiles,
@@ -123,6 +124,28 @@ def test_a_model_missing_offline_names_the_offline_profile():
     text = str(err.value)
     assert "nobody/missing-model" in text and "--profile demo" in text
     assert events[-1].finished  # the status bar does not keep a dead download
+    assert str(default_config_path()) in text  # the file to edit, with its path
+
+
+def test_a_failed_download_says_why_in_one_plain_clause():
+    """The hub client wraps a failed name look-up three times; the message says what happened,
+    without nested parentheses or exception names."""
+    def no_network(*args, **kwargs):
+        try:
+            try:
+                raise socket.gaierror(-2, "Name or service not known")
+            except OSError as exc:
+                raise ConnectionError(f"ConnectError: {exc}") from exc
+        except ConnectionError as exc:
+            raise RuntimeError(f"Got: {exc}\nAn error happened while trying to locate the files") from exc
+
+    with pytest.raises(ModelUnavailable) as err:
+        download(HubDownload("owner/model", LLM_FILES, what="language model"), lambda e: None,
+                 snapshot_download=no_network)
+    first = str(err.value).split(". ")[0]
+    assert first == ("the language model 'owner/model' is not downloaded yet and cannot be downloaded "
+                     "now: no network connection (the hub's address cannot be looked up)")
+    assert "Error" not in str(err.value) and ")." not in str(err.value).replace("looked up).", "")
 
 
 def test_offline_profiles_download_nothing_and_are_offered(monkeypatch):
@@ -157,3 +180,15 @@ def test_the_pipeline_reports_download_progress_on_the_event_loop(monkeypatch, s
 
     loop_thread = asyncio.run(main())
     assert [(e.component, e.done, thread) for e, thread in seen] == [("download of org/model", 5, loop_thread)]
+
+
+def test_a_whisper_name_the_registry_carries_is_not_downloaded_when_fetched(monkeypatch, tmp_path):
+    """`--set asr.target=tiny.en` offline: the fetched registry copy serves, the hub is not asked."""
+    from foresay.engine import registry_models
+
+    monkeypatch.setenv("FORESAY_REGISTRY_DIR", str(tmp_path))
+    sets = {"asr.backend": "faster-whisper", "asr.target": "tiny.en", "asr.draft": ""}
+    assert [r for r, _ in repos("tiny-random", **sets)] == ["Systran/faster-whisper-tiny.en"]
+    (tmp_path / "whisper-tiny.en").mkdir()
+    (tmp_path / "whisper-tiny.en" / registry_models.MARKER).write_text("{}")
+    assert repos("tiny-random", **sets) == []

@@ -46,6 +46,9 @@ def test_settings_dialog_choices_reach_the_settings(settings):  # noqa: F811
     assert s.predgen.verifier == "topk:5" and not s.app.adaptive_endpointing
     assert s.audio.fixed_hangover_s == 0.9 and s.audio.hangover.max_s == 1.5
     assert s.tts.espeak.voice.voice == "en-gb"
+    piper = settings_with_choices(replace(settings, tts=replace(settings.tts, engine="piper")),
+                                  replace(choices, tts_voice="en_GB-alan-low"))
+    assert piper.tts.engine_config().voice == "en_GB-alan-low" and piper.tts.espeak == settings.tts.espeak
 
 
 def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, settings):  # noqa: F811
@@ -87,6 +90,7 @@ def test_the_window_starts_a_new_conversation_and_resumes_the_last_on_request(tm
 
     old = HistoryStore(tmp_path)
     old.append(HistoryTurn("What is the capital of France?", "The capital of France is Paris."))
+    old.close()   # an earlier session, ended
     s = replace(settings, app=replace(settings.app, history_dir=tmp_path))
     window, bridge = make_window(qapp, qsettings)
     app = App(s, window, bridge)
@@ -98,3 +102,27 @@ def test_the_window_starts_a_new_conversation_and_resumes_the_last_on_request(tm
     assert app._history().path == old.path and len(app._history().turns) == 1
     qapp.processEvents()
     assert "resumed" in bridge.status.message
+
+
+def test_ctrl_c_in_the_terminal_quits_the_window_cleanly(qapp):
+    import os
+    import signal
+    import threading
+
+    from PySide6.QtCore import QTimer
+
+    from foresay.app.gui import QuitOnInterrupt
+
+    import time
+
+    interrupt = QuitOnInterrupt(qapp.quit)
+    interrupt.install()
+    started = time.monotonic()
+    try:
+        QTimer.singleShot(10_000, qapp.quit)   # never hangs the suite
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()   # while Qt waits for events
+        qapp.exec()   # a KeyboardInterrupt would surface here (or in a Qt callback) instead
+    finally:
+        interrupt.uninstall()
+    assert interrupt.interrupted and time.monotonic() - started < 5   # at once, not at the safety timer
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

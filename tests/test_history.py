@@ -11,6 +11,7 @@ def test_turns_persist_and_a_resumed_store_reloads_them(tmp_path):
     store = HistoryStore(tmp_path)
     store.append(HistoryTurn("hello", "Hi there.", t=1.0))
     store.append(HistoryTurn("tell me a story", "Once upon", interrupted=True, t=2.0))
+    store.close()
     again = HistoryStore(tmp_path, resume=True)
     assert again.path == store.path
     assert again.turns == store.turns
@@ -24,8 +25,10 @@ def test_each_start_begins_a_new_conversation_unless_resumed(tmp_path):
     fresh = HistoryStore(tmp_path)
     assert fresh.turns == [] and fresh.path != store.path
     assert not fresh.path.exists()   # nothing is written before its first turn
+    store.close()
     assert HistoryStore(tmp_path, resume=True).path == store.path
     fresh.append(HistoryTurn("c", "d"))
+    fresh.close()
     assert [t.user for t in HistoryStore(tmp_path, resume=True).turns] == ["c"]
     assert [t.user for t in HistoryStore(tmp_path / "empty", resume=True).turns] == []
 
@@ -37,6 +40,7 @@ def test_new_conversation_keeps_the_old_file(tmp_path):
     store.new_conversation()
     store.append(HistoryTurn("c", "d"))
     assert old.exists() and store.path != old
+    store.close()
     assert [t.user for t in HistoryStore(tmp_path, resume=True).turns] == ["c"]
 
 
@@ -92,9 +96,11 @@ def test_damaged_lines_are_set_aside_and_reported_once(tmp_path):
     assert store.notice and "3 damaged line(s) (2, 4, 6" in store.notice
     side = path.with_name(path.name + ".damaged").read_bytes()
     assert side == b'{"user": "x"}\n\xff\xfe not utf-8\n{"user": "torn", "assis\n'
+    store.close()
     again = HistoryStore(tmp_path, resume=True)   # reported once: the file is clean now
     assert again.notice is None and again.turns == store.turns
     again.append(HistoryTurn("u3", "a3"))
+    again.close()
     assert [t.user for t in HistoryStore(tmp_path, resume=True).turns] == ["u0", "u1", "u2", "u3"]
 
 

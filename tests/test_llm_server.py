@@ -116,9 +116,19 @@ def test_server_settings_are_checked(monkeypatch):
         load_llm(server_config("http://127.0.0.1:9/v1", api_key_env="FORESAY_TEST_KEY"))
     with pytest.raises(ServerError, match="cannot be reached"):
         load_llm(server_config(f"http://127.0.0.1:{_closed_port()}/v1"))
+    with misbehaving_server("500", models=(SERVED_NAME, "/models/Other-Chat.gguf")) as url:
+        with pytest.raises(ForesayError, match="does not serve 'third'.*demo-chat, /models/Other-Chat.gguf"):
+            load_llm(LLMConfig(model="third", backend="openai", base_url=url, tokenizer="demo"))
+        # a name matches loosely: the file name, without folder, .gguf ending or case
+        lm = load_llm(LLMConfig(model="other-chat", backend="openai", base_url=url, tokenizer="demo"))
+        assert lm.client.model == "/models/Other-Chat.gguf"
+
+
+def test_a_server_with_one_model_serves_it_whatever_its_name(caplog):
     with misbehaving_server("500") as url:
-        with pytest.raises(ForesayError, match="does not serve 'other'.*demo-chat"):
-            load_llm(LLMConfig(model="other", backend="openai", base_url=url, tokenizer="demo"))
+        lm = load_llm(LLMConfig(model="my-chat", backend="openai", base_url=url, tokenizer="demo"))
+    assert lm.client.model == SERVED_NAME and lm.name == SERVED_NAME
+    assert "serves one model, 'demo-chat'; using it for llm.model 'my-chat'" in caplog.text
 
 
 def _closed_port():

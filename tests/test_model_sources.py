@@ -125,3 +125,20 @@ def test_bad_templates_are_named(base_model, tmp_path):
         load_llm(LLMConfig(model=str(base_model), chat_template="{{ messages[5]['content'] }}"))
     with pytest.raises(ForesayError, match="does not show the messages' content"):
         load_llm(LLMConfig(model=str(base_model), chat_template="{{ 'hello' }}"))
+
+
+def test_a_gguf_cut_after_its_header_is_a_clear_error(demo_gguf, tmp_path):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(demo_gguf.read_bytes()[:4096])   # a download cut short
+    with pytest.raises(ModelUnavailable, match="cut.gguf: the file ends before .*download it again"):
+        load_llm(LLMConfig(model=str(cut)))
+
+
+def test_pickled_weights_torch_refuses_are_a_clear_error(base_model, tmp_path):
+    folder = tmp_path / "pickled"
+    shutil.copytree(base_model, folder)
+    for name in ("model.safetensors", "model.safetensors.index.json"):
+        (folder / name).unlink(missing_ok=True)
+    torch.save({"weights": ForesayError("any object")}, folder / "pytorch_model.bin")   # weights_only refuses it
+    with pytest.raises(ModelUnavailable, match="pickled pytorch_model.bin that torch refuses to load safely"):
+        load_llm(LLMConfig(model=str(folder), chat_template=str(PLAIN_TEMPLATE)))

@@ -9,7 +9,7 @@ import pytest
 from foresay.app.commands import replay
 from foresay.app.config import load_settings
 from foresay.engine.errors import ModelUnavailable
-from foresay.engine.events import AudioChunk, FinalTranscript, SentenceReady
+from foresay.engine.events import AssistantIntro, AudioChunk, FinalTranscript, SentenceReady, StatusMessage
 
 
 def speak(text: str, path) -> tuple[np.ndarray, int]:
@@ -37,15 +37,25 @@ def recording(tmp_path, texts, gap_s=1.8) -> str:
 def settings(tmp_path, fixture_dir):
     config = tmp_path / "config.toml"
     config.write_text(f'[app]\nprofile = "tiny-random"\nhistory_dir = "{tmp_path / "history"}"\n'
-                      '[predgen]\nmax_new_tokens = 16\n')
+                      '[predgen]\nmax_new_tokens = 16\n[tts]\nengine = "espeak"\n')
     return load_settings(config)
 
 
-def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
+@pytest.fixture(params=["espeak", "piper"])
+def voiced(request, settings):
+    """The settings with each CPU voice (Piper: the registry's voice, loaded once per session)."""
+    from dataclasses import replace
+
+    if request.param == "piper":
+        request.getfixturevalue("shared_piper")
+    return replace(settings, tts=replace(settings.tts, engine=request.param))
+
+
+def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, voiced):
     audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
     out = tmp_path / "reply.wav"
     seen = []
-    metrics = asyncio.run(replay(settings, audio, out, [seen.append], realtime=False))
+    metrics = asyncio.run(replay(voiced, audio, out, [seen.append], realtime=False))
     assert [m["turn"] for m in metrics] == [1, 2]
     for m in metrics:
         assert m["user_text"].strip() and m["reply_text"].strip()
@@ -58,9 +68,14 @@ def test_replay_answers_each_turn_and_writes_the_reply(tmp_path, settings):
     finals = [e.turn_id for e in seen if isinstance(e, FinalTranscript)]
     assert finals == [1, 2]
     assert len([e for e in seen if isinstance(e, SentenceReady)]) >= 2
+    # once loaded: the chat model's intro (none for a general model: it clears a demo's), the ear, the voice
+    assert [e.knows for e in seen if isinstance(e, AssistantIntro)] == [""]
+    ready = [e.text for e in seen if isinstance(e, StatusMessage) and e.text.startswith("ready:")]
+    assert len(ready) == 1 and ("voice: Piper" if voiced.tts.engine == "piper" else "voice: espeak-ng") in ready[0]
+    assert ready[0].startswith("ready: tiny-random profile, ") and "hearing with tiny-random + tiny-random-draft (specasr); " in ready[0]
 
 
-def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
+def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, voiced):
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.files import FileSource
@@ -75,7 +90,7 @@ def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
         def stop_after_first_sentence(event):
             if isinstance(event, SentenceReady) and event.index == 0:
                 asyncio.get_running_loop().call_later(0.2, holder["p"].stop_reply)
-        pipeline = await build_pipeline(settings, FileSource(audio, realtime=True, pad_s=1.0),
+        pipeline = await build_pipeline(voiced, FileSource(audio, realtime=True, pad_s=1.0),
                                          WavSink(tmp_path / "o.wav", realtime=True),
                                          [stop_after_first_sentence], history=history)
         holder["p"] = pipeline
@@ -90,7 +105,7 @@ def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, settings):
     assert history.turns[-1].interrupted and len(heard) < len(full) and full.startswith(heard)
 
 
-def test_push_to_talk_turn(tmp_path, settings):
+def test_push_to_talk_turn(tmp_path, voiced):
     from dataclasses import replace
 
     from foresay.app.assemble import build_pipeline
@@ -98,7 +113,7 @@ def test_push_to_talk_turn(tmp_path, settings):
     from foresay.audio.playback import WavSink
 
     audio = recording(tmp_path, ["Set a timer for ten minutes."], gap_s=2.5)
-    ptt = replace(settings, app=replace(settings.app, mode="push-to-talk"))
+    ptt = replace(voiced, app=replace(voiced.app, mode="push-to-talk"))
 
     async def main():
         pipeline = await build_pipeline(ptt, FileSource(audio, realtime=True), WavSink(tmp_path / "o.wav"))
@@ -126,7 +141,7 @@ def test_offline_missing_model_names_the_offline_profile(tmp_path, fixture_dir):
     config = tmp_path / "c.toml"
     config.write_text('[app]\nprofile = "tiny-random"\n[asr]\ntarget = "openai/whisper-nothing"\n'
                       'draft = "openai/whisper-nothing-draft"\n')
-    with pytest.raises(ModelUnavailable, match="offline profile.*tiny-random"):
+    with pytest.raises(ModelUnavailable, match="offline 'tiny-random' profile does not ship this model"):
         asyncio.run(replay(load_settings(config), recording(tmp_path, ["Hello."]), None, realtime=False))
 
 
@@ -178,7 +193,8 @@ def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
 
     pipeline = asyncio.run(main())
     assert pipeline.speaker.tts.name != "zonos"
-    assert any(isinstance(e, StatusMessage) and "espeak-ng instead" in e.text for e in seen)
+    assert any(isinstance(e, StatusMessage) and "voice: espeak-ng" in e.text and "Zonos is not installed" in e.text
+               for e in seen)
 
 
 def test_speaking_over_the_reply_interrupts_it_and_starts_the_next_turn(tmp_path, settings):
@@ -245,3 +261,60 @@ def test_speech_running_to_the_end_of_the_file_is_still_answered(tmp_path, setti
 
     pipeline = asyncio.run(main())
     assert len(pipeline.metrics) == 1 and pipeline.metrics[0]["user_text"].strip()
+
+
+def test_a_history_that_cannot_be_written_never_stops_the_conversation(tmp_path, settings):
+    from foresay.app.assemble import build_pipeline
+    from foresay.app.history import HistoryStore
+    from foresay.audio.files import FileSource
+    from foresay.audio.playback import WavSink
+    from foresay.engine.events import StatusMessage
+
+    audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
+    history = HistoryStore(tmp_path / "h")
+
+    def read_only(turn):
+        raise PermissionError(13, "Permission denied", str(history.path))
+    history.append = read_only
+    seen = []
+
+    async def main():
+        pipeline = await build_pipeline(settings, FileSource(audio, realtime=False, pad_s=2.0),
+                                        WavSink(tmp_path / "o.wav", realtime=False), [seen.append],
+                                        history=history, wait_for_replies=True)
+        try:
+            await asyncio.wait_for(pipeline.run(), 120)   # every turn closes: the run ends
+        finally:
+            pipeline.close()
+        return pipeline
+
+    pipeline = asyncio.run(main())
+    assert [m["turn"] for m in pipeline.metrics] == [1, 2]
+    assert [t.user for _, t in history.unsaved] == [m["user_text"] for m in pipeline.metrics]
+    warnings = [e.text for e in seen if isinstance(e, StatusMessage) and e.level == "warning"]
+    assert len(warnings) == 1 and "Permission denied" in warnings[0]
+
+
+def test_a_reply_wav_on_a_full_disk_ends_the_replay_with_an_error(tmp_path, settings, monkeypatch):
+    import soundfile as sf
+
+    from foresay.audio.errors import AudioFileError
+    from foresay.engine.events import TurnMetrics
+
+    audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])
+    real_write, calls = sf.SoundFile.write, []
+
+    def fills_up(self, data):
+        calls.append(len(data))
+        if len(calls) > 3:
+            raise sf.LibsndfileError(0, "System error.")   # what libsndfile says on a full disk
+        return real_write(self, data)
+    monkeypatch.setattr(sf.SoundFile, "write", fills_up)
+    seen = []
+    with pytest.raises(AudioFileError, match="cannot write .*reply audio were written"):
+        asyncio.run(asyncio.wait_for(replay(settings, audio, tmp_path / "o.wav", [seen.append], realtime=False), 120))
+    metrics = [e.values for e in seen if isinstance(e, TurnMetrics)]
+    assert [m["turn"] for m in metrics] == [1, 2]   # the conversation went on to its end
+    # faster than real time: figures comparing the recording's time with the clock are left out
+    assert all(m["asr_final_ms"] is None and m["voice_to_voice_ms"] is None for m in metrics)
+    assert all(m["endpoint_delay_ms"] > 0 and m["audio_latency_ms"] >= 0 for m in metrics)

@@ -59,6 +59,30 @@ def test_the_bus_routes_by_type_in_one_global_order():
     assert [o for o in order if o[0] != "TurnEnded"] == listening.seen and len(order) == 5
 
 
+class Failing(Recorder):
+    def handle(self, event):
+        super().handle(event)
+        if type(event) is Ping:
+            raise PermissionError(13, "Permission denied")
+
+
+def test_a_failing_stage_never_leaves_an_event_half_routed():
+    bus = EventBus()
+    failing, echoing, listening = Failing(bus), Recorder(bus, echo=True), Recorder(bus)
+    for stage in (failing, echoing, listening):
+        bus.connect(stage)
+    try:
+        bus.emit(Ping(0, 0.0, 1))
+    except PermissionError:
+        pass
+    else:
+        raise AssertionError("the error reaches the emitter")
+    # every stage after the failing one got Ping 1, and what it emitted was routed at once
+    assert listening.seen == [("Ping", 1), ("Pong", 1)] and failing.seen == [("Ping", 1), ("Pong", 1)]
+    bus.emit(Pong(0, 0.0, 2))
+    assert listening.seen[-1] == ("Pong", 2) and len(listening.seen) == 3
+
+
 def test_the_listener_streams_each_sample_of_a_turn_exactly_once(tmp_path):
     clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=0.8, after_s=1.5)
     events: list[Event] = []

@@ -14,7 +14,8 @@ from foresay.engine.errors import ModelUnavailable
 from foresay.engine.tts.base import PreparationOptions
 from foresay.engine.tts.errors import InvalidTtsConfig, PreparationCancelled, SynthesisFailed, TtsUnavailable
 from foresay.engine.tts.hold import FixedHold
-from foresay.engine.tts.zonos import ModelTurns, ZonosBackend, ZonosConfig, ZonosEngine, ZonosVoice, load_zonos_backend
+from foresay.engine.tts.turns import ModelTurns
+from foresay.engine.tts.zonos import ZonosBackend, ZonosConfig, ZonosEngine, ZonosVoice, load_zonos_backend
 from foresay.engine.tts.zonos_codes import complete_frames, delayed_history, undelay
 from tts_support import collect, run_async
 from zonos_standin import N_Q, StandInZonos, expected_audio, standin_make_cond_dict

@@ -93,14 +93,17 @@ def test_about_shows_the_build_revision(windows):
     box.close()
 
 
-def test_missing_models_start_the_demo_profile_say_so_and_remember_it(windows, settings, tmp_path):  # noqa: F811
-    """First run offline: the default profile's models cannot be had, so the app starts on the
-    embedded demo profile, says so plainly with the way to the real models, and remembers the
-    choice in config.toml; the real models are one click away."""
+def test_missing_models_start_the_demo_profile_say_so_and_keep_the_choice(windows, settings, tmp_path):  # noqa: F811
+    """First run offline: the chosen profile's models cannot be had, so the app starts on the
+    embedded demo profile, says so plainly with the way to the real models, and shows a lasting
+    state line; config.toml keeps the user's choice, so the next start tries it again. The real
+    models are one click away, and that click says why it cannot while still offline."""
     from foresay.app.config import load_settings, remember_profile
+    from foresay.engine.events import StatusMessage
 
     config = tmp_path / "config.toml"
-    config.write_text('# mine\n[app]\nmode = "push-to-talk"\n')
+    config.write_text('# mine\n[app]\nmode = "push-to-talk"\nprofile = "cpu"\n')
+    before = config.read_text()
     cpu = replace(settings, app=replace(settings.app, profile="cpu"))
     loaded = []
 
@@ -114,19 +117,46 @@ def test_missing_models_start_the_demo_profile_say_so_and_remember_it(windows, s
     app.start = lambda: loaded.append("started")  # the pipeline itself is not under test here
     window.set_ready(False, "the models are missing")
     assert "listening" not in window.phase.text().replace("not listening", "")
-    app.model_missing(ModelUnavailable("model 'Qwen/Qwen2.5-0.5B-Instruct' is not in the local cache"))
+    missing = ModelUnavailable("the language model 'Qwen/Qwen2.5-0.5B-Instruct' is not downloaded yet and "
+                               "cannot be downloaded now: no network connection")
+    app.model_missing(missing)
     drain()
     assert loaded == ["demo", "started"] and app.settings.app.profile == "demo"
     message = bridge.status.message
     assert bridge.status.level == "warning" and "offline 'demo' profile instead" in message
     assert "Qwen/Qwen2.5-0.5B-Instruct" in message and "connect to the internet" in message
-    assert "--profile" not in message   # window advice in the window
+    assert "--profile" not in message and ").)" not in message   # window advice, no nesting
     assert window.profile_offer.isVisibleTo(window) and "Get the real models (cpu)" == window.profile_offer.text()
-    assert load_settings(config).app.profile == "demo" and load_settings(config).app.mode == "push-to-talk"
-    assert config.read_text().startswith("# mine\n")
+    assert config.read_text() == before and load_settings(config).app.profile == "cpu"  # not the user's choice
+    # the pipeline's "ready" message and a device error replace the message, not the state line
+    bridge.post(StatusMessage(0, 0.0, "ready: demo profile, demo (qwen2, 1.44M parameters)", "info"))
+    bridge.post(StatusMessage(0, 0.0, "no input device", "error"))
+    drain()
+    window.refresh()
+    assert window.state_line.isVisibleTo(window)
+    assert window.state_line.text() == "offline: the demo profile, which knows a toy domain"
     loaded.clear()
-    window.profile_offer.click()   # back to the real models: chosen, so remembered
+    window.profile_offer.click()   # back to the real models ...
     assert loaded == ["cpu", "started"] and load_settings(config).app.profile == "cpu"
+    app.model_missing(missing)     # ... still offline: said, and back on the demo profile
+    drain()
+    assert bridge.status.level == "error" and "Cannot get the real models of the 'cpu' profile now" in bridge.status.message
+    assert app.settings.app.profile == "demo" and window.state_line.isVisibleTo(window)
+    assert window.profile_offer.isVisibleTo(window) and load_settings(config).app.profile == "cpu"
+
+
+def test_choosing_a_profile_clears_the_offline_state(windows, settings):  # noqa: F811
+    bridge = EventBridge()
+    window = windows(bridge)
+    cpu = replace(settings, app=replace(settings.app, profile="cpu"))
+    app = App(cpu, window, bridge, lambda name: replace(settings, app=replace(settings.app, profile=name)))
+    app.start = lambda: None
+    app.model_missing(ModelUnavailable("no network connection"))
+    assert window.state_line.isVisibleTo(window)
+    app.restart(audio_output="")   # another device: still on the fallback
+    assert window.state_line.isVisibleTo(window)
+    window._apply_settings(replace(window.choices, profile="demo"))   # chosen now
+    assert app.settings.app.profile == "demo" and not window.state_line.isVisibleTo(window)
 
 
 def test_on_an_offline_profile_a_missing_model_is_an_error_with_the_other_offline_profile(windows, settings):  # noqa: F811

@@ -98,6 +98,25 @@ def test_draft_parts_render_distinctly(window):
     assert window.phase.text() == "<b>user speaking</b>"
 
 
+def test_an_empty_conversation_shows_what_the_demo_knows_and_questions_to_try(window):
+    """The demo's intro, as the app posts it once the pipeline is loaded: the toy domain in one
+    line and its example questions, until the first turn; a general model's empty intro clears it."""
+    from foresay.app.demo_profile import assistant_intro
+    from foresay.engine.events import AssistantIntro, FinalTranscript
+
+    intro = assistant_intro("demo")
+    post_all(window, [intro])
+    shown = window.conversation.toPlainText()
+    assert intro.knows in shown and "Try asking:" in shown
+    assert all(question in shown for question in intro.examples) and len(intro.examples) >= 4
+    post_all(window, [FinalTranscript(1, 1.0, "What currency does Canada use?")])
+    assert intro.knows not in window.conversation.toPlainText()   # the conversation took its place
+    general = EventBridge()
+    general.conversation.apply(intro)
+    general.conversation.apply(AssistantIntro(0, 0.0))   # another profile's model: nothing to say
+    assert general.conversation.intro.knows == ""
+
+
 def test_a_bad_event_is_shown_as_an_error_and_the_window_keeps_going(window):
     errors = Recorder(window.bridge.error)
     post_all(window, [TurnMetrics(1, 0.0, values={"voice_to_voice_ms": -1})])

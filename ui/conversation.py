@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from foresay.engine.events import (
-    AudioChunk, DraftUpdated, EndOfTurnEstimate, Event, FinalTranscript, FirstSentenceReady, Interrupt,
-    PartialTranscript, ReplyDone, ReplyHeard, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
+    AssistantIntro, AudioChunk, DraftUpdated, EndOfTurnEstimate, Event, FinalTranscript, FirstSentenceReady,
+    Interrupt, PartialTranscript, ReplyDone, ReplyHeard, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
 )
 
 LISTENING, USER_SPEAKING, THINKING, SPEAKING = "listening", "user speaking", "thinking", "speaking"
@@ -79,6 +79,7 @@ class ConversationModel:
     current_turn: int = -1
     version: int = 0
     final_turn: int = -1  # the latest turn whose final transcript arrived: its partials are stale
+    intro: AssistantIntro = field(default_factory=lambda: AssistantIntro(0, 0.0))  # the loaded chat model's
 
     def apply(self, event: Event) -> bool:
         """Updates the model from one event; returns whether anything changed."""
@@ -98,6 +99,12 @@ class ConversationModel:
             self.current_turn = turn_id
             self.partial = Partial(turn_id)
             self.draft = DraftParts(turn_id)
+        return True
+
+    def _on_intro(self, e: AssistantIntro) -> bool:
+        if e == self.intro:
+            return False
+        self.intro = e
         return True
 
     def _on_speech_started(self, e: SpeechStarted) -> bool:
@@ -233,6 +240,7 @@ class ConversationModel:
         return self.partial.committed, self.partial.tentative
 
     _handlers = {
+        AssistantIntro: _on_intro,
         SpeechStarted: _on_speech_started,
         PartialTranscript: _on_partial,
         DraftUpdated: _on_draft,

@@ -6,6 +6,8 @@ from html import escape
 
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from foresay.engine.events import AssistantIntro
+
 from .conversation import ChatTurn, ConversationModel, DraftParts
 from .theme import DRAFT_ACCEPTED, DRAFT_NEW, DRAFT_REJECTED, TENTATIVE
 
@@ -44,12 +46,24 @@ def draft_html(draft: DraftParts) -> str:
     return f'<p style="margin-left:16px;">{legend}{ready}<br><b>Foresay</b> <i>(drafting)</i>: {parts}</p>'
 
 
+def intro_html(intro: AssistantIntro) -> str:
+    """The empty conversation's text for a chat model with a small domain: what it knows and
+    questions to try."""
+    if not intro.knows:
+        return ""
+    examples = "".join(f"<li>{escape(q)}</li>" for q in intro.examples)
+    tried = f'<p>Try asking:</p><ul>{examples}</ul>' if examples else ""
+    return f'<div style="color:{TENTATIVE};"><p>{escape(intro.knows)}</p>{tried}</div>'
+
+
 MAX_SHOWN_TURNS = 200  # older turns stay in the model; redrawing them all would grow without bound
 
 
 def conversation_html(model: ConversationModel) -> str:
     blocks = [turn_html(t) for t in model.turns[-MAX_SHOWN_TURNS:]]
     committed, tentative = model.live_user_text
+    if not blocks and not (committed or tentative):
+        blocks.append(intro_html(model.intro))
     if committed or tentative:
         blocks.append(partial_html(committed, tentative))
     draft = model.draft

@@ -114,10 +114,13 @@ class MainWindow(QMainWindow):
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.hide()
+        self.state_line = QLabel()   # a lasting state (e.g. offline on the demo profile), not a message
+        self.state_line.hide()
         self.profile_offer = QPushButton()
         self.profile_offer.hide()
         self.profile_offer.clicked.connect(self._take_profile_offer)
         self.statusBar().addWidget(self.status_text, 1)
+        self.statusBar().addPermanentWidget(self.state_line)
         self.statusBar().addPermanentWidget(self.profile_offer)
         self.statusBar().addPermanentWidget(self.progress)
 
@@ -194,6 +197,12 @@ class MainWindow(QMainWindow):
         self.profile_offer.setProperty("profile", profile)
         self.profile_offer.setText(text)
         self.profile_offer.show()
+
+    def set_state_line(self, text: str) -> None:
+        """A state that lasts until it changes, shown beside the messages (which come and go):
+        e.g. "offline: the demo profile, which knows a toy domain"; "" hides it."""
+        self.state_line.setText(text)
+        self.state_line.setVisible(bool(text))
 
     def withdraw_profile_offer(self) -> None:
         self.profile_offer.hide()

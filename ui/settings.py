@@ -35,7 +35,8 @@ class SettingsChoices:
     llm_model, asr_model, tts_model: model ids or paths; empty means the profile's choice.
     verifier: how PredGen checks a draft against a newer partial: greedy (lossless), topk, reflection.
     k: the top-k verifier's k (ignored by the others).
-    tts_voice: the TTS engine's voice name (e.g. an espeak-ng voice such as "en-us").
+    tts_voice: the voice: a Piper voice (a name such as "en_US-joe-medium", or a .onnx path) or an
+        espeak-ng voice (such as "en-us"), for the engine the profile speaks with.
     endpointing: "adaptive" (hangover follows PredGen's P(end of turn) within the bounds) or
         "fixed" (always `hangover_ms`).
     hangover_ms: the fixed hangover; hangover_min_ms / hangover_max_ms: the adaptive bounds.

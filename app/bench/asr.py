@@ -1,16 +1,17 @@
 """`foresay bench asr`: target greedy vs chain speculative vs SpecASR (adaptive, + tree), and
-streaming delays. Every speculative method must reproduce the greedy tokens exactly."""
+streaming delays. Every speculative method must reproduce the greedy tokens exactly. With
+`--windows`, a CTranslate2 Whisper's time and WER by encoder window instead (asr_windows.py)."""
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 # Models and torch are imported where used, so `foresay --help` stays fast.
-from foresay.app.paths import check_outputs
+from foresay.app.saving import write_report
+from foresay.app.paths import add_force_argument, check_outputs
 from foresay.engine.asr.errors import AsrError
 
 SAMPLE_RATE = 16_000
@@ -24,9 +25,11 @@ def register(subparsers) -> None:
                         help="target Whisper or Qwen3-ASR: hub id, folder, fixture (tiny-random, "
                              "tiny-random-qwen3-asr) or demo model")
     parser.add_argument("--draft", default="tiny-random-draft", help="draft of the same family and vocabulary")
-    parser.add_argument("--audio", type=Path, help="a WAV file or a folder of them (default: a built-in clip)")
+    parser.add_argument("--audio", type=Path, help="a WAV file or a folder of them (default: a built-in clip); files longer than the "
+                        "model's window are cut into windows")
     parser.add_argument("--hop-ms", type=int, default=250, help="streaming hop")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
+    add_force_argument(parser)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--attention", default="sdpa", choices=["eager", "sdpa"])
     parser.add_argument("--max-new-tokens", type=int, default=96, help="decode budget per window")
@@ -37,9 +40,17 @@ def register(subparsers) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="decode each clip this many times per method and keep the fastest (shared machines)")
+    parser.add_argument("--windows", type=_windows, metavar="S,S,...",
+                        help="instead: time and WER of the CTranslate2 Whisper --target (e.g. tiny.en) by "
+                             "encoder window (seconds, e.g. 10,20,30) on the truth set --audio SET.jsonl")
     parser.add_argument("--pass-timing", choices=["auto", "skip"], default="auto",
                         help="time medium.en- and tiny.en-shaped passes (auto: only on a CUDA device)")
     parser.set_defaults(func=run)
+
+
+def _windows(text: str):
+    from foresay.app.bench.asr_windows import parse_windows
+    return parse_windows(text)
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,8 @@ def read_wav(path: Path):
 
 
 def load_clips(audio: Path | None) -> list:
-    """Clips of at most 30 s (longer files are cut into windows)."""
+    """Clips of at most 30 s (longer files are cut into windows; `cut_to_window` cuts them again
+    to a model whose window is shorter)."""
     from foresay.engine.asr.whisper.models import WINDOW_SECONDS
     from foresay.engine.asr.scripted import SyntheticUtterance
 
@@ -78,8 +90,13 @@ def load_clips(audio: Path | None) -> list:
     files = sorted(audio.glob("*.wav")) if audio.is_dir() else [audio]
     if not files or not all(f.exists() for f in files):
         raise AsrError(f"no WAV audio at {audio}")
-    window = int(WINDOW_SECONDS * SAMPLE_RATE)
-    return [clip[at: at + window] for clip in map(read_wav, files) for at in range(0, len(clip), window)]
+    return cut_to_window([read_wav(f) for f in files], WINDOW_SECONDS)
+
+
+def cut_to_window(clips: list, window_s: float) -> list:
+    """Each clip cut into pieces of at most `window_s` (the recognizers' encoder window)."""
+    window = int(window_s * SAMPLE_RATE)
+    return [clip[at: at + window] for clip in clips for at in range(0, len(clip), window)]
 
 
 def decode_clip(method: Method, pair, clip, max_new_tokens: int):
@@ -129,14 +146,19 @@ def run(args: argparse.Namespace) -> int:
     from foresay.engine.asr.specasr import SpecConfig
     from foresay.engine.asr.streaming import StreamingConfig
 
+    if args.windows:
+        from foresay.app.bench.asr_windows import run as run_windows
+        return run_windows(args)
+    if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats, args.hop_ms) < 1 or args.threads < 0:
+        raise AsrError("--max-new-tokens, --stream-tail-tokens, --repeats and --hop-ms must be at least 1, "
+                       "--threads 0 or more")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats) < 1 or args.threads < 0:
-        raise AsrError("--max-new-tokens, --stream-tail-tokens and --repeats must be at least 1, --threads >= 0")
     stream_config = StreamingConfig(hop_ms=args.hop_ms)
     clips = load_clips(args.audio)   # inputs first, then outputs, then minutes of model loading
-    check_outputs({"--json": args.json}, {"--audio": args.audio})
+    check_outputs({"--json": args.json}, {"--audio": args.audio}, force=args.force)
     pair = load_pair(args.target, args.draft, args.device, args.attention)
+    clips = cut_to_window(clips, min(pair.target.window_seconds, pair.draft.window_seconds))  # e.g. demo: 6 s
     rows = compare_methods(pair, clips, args.max_new_tokens, args.chain_length, args.tree_budget, args.repeats)
     backend = pair.backend(SpecConfig(tree_budget=args.tree_budget), DecodeLimits(args.stream_tail_tokens))
     delays = simulate(backend, SyntheticUtterance(tuple(STREAM_SENTENCE), pause_after=frozenset({5, 13})),
@@ -152,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
                         "hops": delays.hops, "hops_skipped": delays.skipped}}
     print_report(report)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, report)
     if not all(row["identical"] for row in rows.values()):
         raise AsrError("a speculative method did not reproduce the target's greedy tokens")
     return 0

@@ -207,23 +207,3 @@ def measure_continuation_cost(lm, prompts: list[str], spec: str, tokens: int = 3
     return {"prompts": len(prompts), "tokens": tokens, "repeats": repeats, "spec": spec,
             "time_vs_plain": {n: statistics.median(r) for n, r in ratios.items()},
             "passes_per_reply": {n: statistics.fmean(p) for n, p in passes.items()}}
-
-
-def print_continuation_lines(report: dict) -> None:
-    """The benchmark table's lines on missed turns' TTFS, SpecBound's drafting and its cost."""
-    for name, m in report["methods"].items():
-        if m.get("ttfs_missed_ms") is not None:
-            vs = m.get("ttfs_missed_vs_plain")
-            print(f"{name}: TTFS on partial/rejected turns mean {m['ttfs_missed_ms']:.1f} ms, median "
-                  f"{m['ttfs_missed_median_ms']:.1f} ms" + (f", {vs:.2f}x lower than plain steps (median of "
-                                                           f"paired turns)" if vs else ""))
-        if "specbound" in m:
-            sb = m["specbound"]
-            print(f"{name}: {sb['drafted']} drafts in {sb['rounds']} rounds (mean draft {sb['mean_draft']:.2f}), "
-                  f"acceptance {100 * sb['acceptance']:.1f}%, {sb['tokens_per_round']:.2f} tokens per "
-                  f"completion pass; exits by layer {sb['exits']}")
-    if "continuation_cost" in report:
-        cc = report["continuation_cost"]
-        ratios = ", ".join(f"{k} {v:.2f}" for k, v in cc["time_vs_plain"].items())
-        print(f"continuation cost ({cc['spec']}, at most {cc['tokens']} tokens after {cc['prompts']} prompts), "
-              f"time relative to plain steps: {ratios}")

@@ -3,15 +3,15 @@ endpointing each on and off; per-stage latency."""
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from foresay.app.saving import write_report
 from foresay.app.arguments import add_settings_arguments, settings_from
 from foresay.app.commands import LATENCY_KEYS, replay
-from foresay.app.paths import check_outputs
+from foresay.app.paths import add_force_argument, check_outputs
 from foresay.engine.errors import ForesayError
 
 
@@ -34,7 +34,7 @@ def run_bench_e2e(args) -> int:
     from foresay.audio.files import audio_file_info
     for path in files:
         audio_file_info(path)
-    check_outputs({"--json": Path(args.json) if args.json else None}, {str(p): p for p in files})
+    check_outputs({"--json": Path(args.json) if args.json else None}, {str(p): p for p in files}, force=args.force)
     configs = {
         "predgen+adaptive": (True, True), "predgen+fixed": (True, False),
         "baseline+adaptive": (False, True), "baseline+fixed": (False, False),
@@ -57,7 +57,7 @@ def run_bench_e2e(args) -> int:
             cells.append(f"{m['mean']:.0f}/{m['median']:.0f}/{m['p90']:.0f}" if m else "-")
         print(f"{key:<22}" + "".join(f"{c:>22}" for c in cells))
     if args.json:
-        Path(args.json).write_text(json.dumps({"configs": results}, indent=2))
+        write_report(Path(args.json), {"configs": results})
     return 0
 
 
@@ -65,5 +65,6 @@ def register(benches) -> None:
     p = benches.add_parser("e2e", help="replay recordings: per-stage latency, PredGen and endpointing on/off")
     p.add_argument("--audio", required=True, help="a folder of .wav recordings (or one file)")
     p.add_argument("--json", metavar="OUT")
+    add_force_argument(p)
     add_settings_arguments(p)
     p.set_defaults(func=run_bench_e2e)

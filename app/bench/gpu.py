@@ -1,10 +1,12 @@
 """`foresay bench gpu`: every figure of the GPU fast path on this machine, in one JSON file.
 
 Memory bandwidth and the LLM's floor (its weights read once per pass), the decode step and a
-verification pass (16-token tail + 32-token draft) after `--context` cached tokens, the warm-up
-(capture) time, PredGen-greedy against baseline greedy (reply identical, speedup), and single
-Whisper passes of the SpecASR pair. Real models are used when they are given and present;
-otherwise full-size shapes with random weights (`qwen2.5-7b-random`, Whisper medium.en/tiny.en).
+verification pass (16-token tail + 32-token draft) after each `--context` of cached tokens
+(512 and 4096 by default), the warm-up (capture) time, PredGen-greedy against baseline greedy
+(reply identical, speedup), and single Whisper passes of the SpecASR pair, the target's at each
+encoder window of `--windows` (10 s and 30 s). Real models are used when they are given and
+present; otherwise full-size shapes with random weights (`qwen2.5-7b-random`, Whisper
+medium.en/tiny.en).
 
 Runs without the audio stack: it imports engine code, torch, transformers and numpy only (also
 as `python -m foresay.app.bench.gpu`). `--device cpu --small` runs small shapes on a CPU.
@@ -17,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-SMALL_WHISPER = {"tiny-shape": dict(d_model=64, layers=2, heads=4, ffn=128, frames=300)}
+SMALL_WHISPER = {"tiny-shape": dict(d_model=64, layers=2, heads=4, ffn=128)}
+FRAMES_PER_S = 100  # Whisper's mel frames per second of audio; --small runs a tenth of each window
 
 
 def measure_bandwidth(device, gib: float, repeats: int = 5) -> float:
@@ -51,15 +54,19 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
     warmup_s = lm.warmup()
     weight_gb = sum(p.numel() * p.element_size() for p in lm.model.parameters()) / 1e9
     floor_ms = weight_gb / bandwidth_tbps  # GB / (TB/s) = ms
-    timing = measure_pass_timing(lm, context=args.context, tail=16, draft=32, repeats=args.repeats)
-    step_ms = timing["decode_step_ms"]
-    llm = {"model": args.llm, "weight_gb": round(weight_gb, 3), "floor_ms": round(floor_ms, 3),
-           "decode_step_ms": round(step_ms, 3), "verify_ms": round(timing["verify_pass_ms_tail16_draft32"], 3),
-           "ratio_to_floor": round(step_ms / floor_ms, 2), "warmup_s": round(warmup_s, 2),
+    by_context = {}
+    for context in args.context:
+        timing = measure_pass_timing(lm, context=context, tail=16, draft=32, repeats=args.repeats)
+        by_context[str(context)] = {"decode_step_ms": round(timing["decode_step_ms"], 3),
+                                    "verify_ms": round(timing["verify_pass_ms_tail16_draft32"], 3),
+                                    "ratio_to_floor": round(timing["decode_step_ms"] / floor_ms, 2)}
+    first = by_context[str(args.context[0])]  # the top-level figures: the first --context
+    llm = {"model": args.llm, "weight_gb": round(weight_gb, 3), "floor_ms": round(floor_ms, 3), **first,
+           "context": args.context[0], "by_context": by_context, "warmup_s": round(warmup_s, 2),
            "exact": bool(lm.cache_kind == "static" and lm.exact and lm.static_engine().exact_verified)}
     conversations = load_prompts(None, args.prompts, multi_turn=False)
     config = PredGenConfig(max_new_tokens=args.max_new_tokens)
-    results = run_methods(lm, ["baseline", "greedy"], conversations, config, 600 / 60)
+    results = run_methods(lm, ["baseline", "greedy"], conversations, config, args.speed / 60)
     greedy = summarize("greedy", results["greedy"], results["baseline"])
     predgen = {"reply_identical": greedy["reply_identical"], "speedup": round(greedy["speedup"], 3)}
     print(f"llm {args.llm} on {lm.device}: {lm.cache_kind} cache, warm-up {warmup_s:.2f} s", file=sys.stderr)
@@ -69,17 +76,24 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
 
 def asr_figures(args) -> dict:
     """Single passes of the SpecASR pair after 32 cached tokens: the target's verification (25
-    tokens) and the draft's one-token step, through the captured decoder on CUDA; the target's
-    encoder."""
+    tokens) and the draft's one-token step, through the captured decoder on CUDA, with a 30 s
+    window; the target's encoder and verification at each window of `args.windows` (a shorter
+    window is a smaller encoder pass and less cross-attention)."""
     from foresay.app.bench.asr_pass_timing import WHISPER_SHAPES
 
     shapes = (SMALL_WHISPER["tiny-shape"],) * 2 if args.small else (WHISPER_SHAPES["medium.en"],
                                                                      WHISPER_SHAPES["tiny.en"])
     names = ("tiny-shape-random",) * 2 if args.small else ("medium.en-random", "tiny.en-random")
-    target = time_whisper(shapes[0], args.device_obj, args.repeats, verify=25)
-    draft = time_whisper(shapes[1], args.device_obj, args.repeats, verify=1)
+    per_s = FRAMES_PER_S // 10 if args.small else FRAMES_PER_S
+    target = time_whisper({**shapes[0], "frames": 30 * per_s}, args.device_obj, args.repeats, verify=25)
+    draft = time_whisper({**shapes[1], "frames": 30 * per_s}, args.device_obj, args.repeats, verify=1)
+    windows = {}
+    for seconds in args.windows:
+        timed = target if seconds == 30 else time_whisper({**shapes[0], "frames": seconds * per_s},
+                                                          args.device_obj, args.repeats, verify=25)
+        windows[str(seconds)] = {"encoder_ms": timed["encoder_ms"], "target_pass_ms": timed["pass_ms"]}
     return {"target": names[0], "draft": names[1], "target_pass_ms": target["pass_ms"],
-            "draft_pass_ms": draft["pass_ms"], "encoder_ms": target["encoder_ms"]}
+            "draft_pass_ms": draft["pass_ms"], "encoder_ms": target["encoder_ms"], "by_window_s": windows}
 
 
 def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 32) -> dict:
@@ -98,7 +112,8 @@ def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 
                            encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"],
                            max_source_positions=shape.get("frames", 3000) // 2)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
-    model = WhisperForConditionalGeneration(config).to(device, dtype).eval()
+    with torch.device(device):  # initialized where it runs: a full-size model in seconds
+        model = WhisperForConditionalGeneration(config).to(dtype).eval()
     if device.type == "cuda":
         attach(model)
     features = torch.randn(1, 80, 2 * config.max_source_positions, device=device, dtype=dtype)
@@ -127,37 +142,72 @@ def tts_figures() -> dict:
     return {"engine": "zonos", "step_ms": None, "ttfc_ms": None, "rtf": None}
 
 
-def run(args: argparse.Namespace) -> int:
+def collect(args: argparse.Namespace) -> dict:
+    """Every figure, as the JSON report (`args` as `run` completed them)."""
     import torch
 
-    from foresay.engine.llm.model import pick_device
-
-    args.device_obj = pick_device(args.device)
-    if args.small:
-        args.llm = args.llm or "tiny-random"
-        args.context = min(args.context, 64)
-        args.prompts = args.prompts or 2
-        args.max_new_tokens = min(args.max_new_tokens, 24)
-        args.max_context = args.max_context or 512
-    args.llm = args.llm or "qwen2.5-7b-random"
-    args.prompts = args.prompts or 6
-    if args.threads:
-        torch.set_num_threads(args.threads)
     bandwidth = measure_bandwidth(args.device_obj, 0.0625 if args.small else 1.0)
     device_name = (torch.cuda.get_device_name(args.device_obj) if args.device_obj.type == "cuda"
                    else f"cpu ({torch.get_num_threads()} threads)")
     llm, predgen = llm_figures(args, bandwidth)
-    report = {"device": device_name, "bandwidth_tbps": round(bandwidth, 4), "llm": llm,
-              "asr": asr_figures(args), "tts": tts_figures(), "predgen": predgen}
-    text = json.dumps(report, indent=2)
-    print(text)
+    return {"device": device_name, "bandwidth_tbps": round(bandwidth, 4), "llm": llm,
+            "asr": asr_figures(args), "tts": tts_figures(), "predgen": predgen}
+
+
+def complete(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with the defaults that depend on --small filled in and checked, the device picked."""
+    import torch
+
+    from foresay.engine.errors import ForesayError
+    from foresay.engine.llm.model import pick_device
+
+    if args.speed <= 0:
+        raise ForesayError("--speed must be a positive number of characters per minute")
+    if args.windows and max(args.windows) > 30:
+        raise ForesayError(f"--windows: a Whisper window is at most 30 s, got {max(args.windows)}")
+    args.device_obj = pick_device(args.device)
+    if args.small:
+        args.llm = args.llm or "tiny-random"
+        args.context = args.context or [32, 64]
+        args.prompts = args.prompts or 2
+        args.max_new_tokens = min(args.max_new_tokens, 24)
+    args.llm = args.llm or "qwen2.5-7b-random"
+    args.context = args.context or [512, 4096]
+    args.prompts = args.prompts or 6
+    if max(args.context) + 64 > args.max_context:
+        raise ForesayError(f"--context {max(args.context)} leaves no room for the timed passes in "
+                           f"--max-context {args.max_context}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
+def run(args: argparse.Namespace) -> int:
+    from foresay.app.paths import check_outputs
+    from foresay.app.saving import write_report
+
+    check_outputs({"--json": Path(args.json) if args.json else None}, {}, force=args.force)
+    report = collect(complete(args))
+    print(json.dumps(report, indent=2))
     if args.json:
-        Path(args.json).write_text(text + "\n")
+        write_report(Path(args.json), report)
     return 0
+
+
+def positive_list(text: str) -> list[int]:
+    """"512,4096" -> [512, 4096]; anything else is a one-line argparse error."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, got {text!r}")
+    return values
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the figures as JSON")
+    p.add_argument("--force", action="store_true", help="write over an --json file that exists")
     p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
     p.add_argument("--small", action="store_true",
                    help="small shapes (tiny-random LLM, tiny Whisper shapes): a quick run, e.g. on a CPU")
@@ -167,9 +217,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", choices=("auto", "static", "dynamic"), default="auto")
     p.add_argument("--fast", action="store_true", help="static cache without exact mode")
     p.add_argument("--max-context", type=int, default=8192, help="the LLM's context (static cache size)")
-    p.add_argument("--context", type=int, default=512, help="cached tokens before the timed passes")
+    p.add_argument("--context", type=positive_list, help="cached tokens before the timed passes, comma-separated "
+                   "(default 512,4096; 32,64 with --small)")
+    p.add_argument("--windows", type=positive_list, default=[10, 30],
+                   help="Whisper encoder windows in seconds, at most 30, comma-separated (default 10,30)")
     p.add_argument("--prompts", type=int, help="PredGen prompts (default 6; 2 with --small)")
     p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--speed", type=float, default=600, help="PredGen's speaking rate, characters per minute")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
     p.set_defaults(func=run)

@@ -2,14 +2,24 @@
 
 Each prompt is revealed word by word at a speaking rate on a simulated clock; the model's work
 takes real wall time on that same clock (so a slow model falls behind the speaker, as it would
-live). `baseline` waits for the full prompt and decodes greedily; the other methods speculate on
-every partial and verify at the end. Latencies are measured from the end of the prompt.
+live). `baseline` waits for the full prompt and decodes greedily (plain decoding: the model's
+likeliest token, one forward pass per token); the other methods draft the reply while the words
+arrive and check the draft against the final prompt. Times are measured from the prompt's last word.
 
-A method is a verifier (greedy, topk:K, reflection), optionally followed by `+` and how the reply
-continues after the final verification (plain steps by default; `jacobi`, `jacobi:W`,
-`jacobi:W:fill`, `specbound`, `specbound:W:L`; `streams`, `streams:K` on a model with stream
-embeddings such as demo-streams); `jacobi` alone means greedy verification with Jacobi
-continuation. `--continuation ar|jacobi|specbound|streams` gives every verifier that continuation.
+A method is how the draft is checked (its verifier), optionally followed by `+` and how the reply
+goes on after that final check (its continuation):
+- verifiers: greedy (keeps the draft tokens plain decoding would choose: lossless, the reply is
+  baseline's), topk:K (keeps a token among the model's K likeliest: lossy), reflection (the model
+  itself judges whether the draft's first sentence still fits: lossy);
+- continuations, all lossless: plain steps (one token per pass, the default); jacobi, jacobi:W,
+  jacobi:W:fill (Jacobi iteration: up to W tokens guessed from the stale draft, checked and
+  corrected in one pass; fill also guesses past the draft's end); specbound, specbound:W:L (small heads after the first L layers draft up to W
+  tokens, the rest of the model checks them in one pass); streams, streams:K (the model drafts
+  K tokens per pass with stream embeddings; only demo-streams has them).
+`jacobi` alone means greedy checking with Jacobi continuation. `--continuation ar|jacobi|specbound|streams`
+gives every verifier without its own that continuation.
+
+The table's row for a lossy method says how often its reply differed from baseline's.
 """
 from __future__ import annotations
 
@@ -22,12 +32,15 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from foresay.app.saving import write_report
 from foresay.app.bench.continuation import (BEST_CASE, apply_continuation, best_case_methods,
                                             measure_continuation_cost, missed_summary, paired_ttfs_ratio,
-                                            print_continuation_lines, specbound_best_case)
+                                            specbound_best_case)
+from foresay.app.bench.predgen_table import print_table
 from foresay.app.bench.pass_timing import measure_pass_timing, measure_turn_cost
-from foresay.app.paths import check_outputs, read_text
+from foresay.app.paths import add_force_argument, check_outputs, read_text
 from foresay.engine.errors import ForesayError
+from foresay.engine.model_registry import SHIPPED_CHAT
 
 DEFAULT_METHODS = "baseline,greedy,topk:3,reflection"
 
@@ -74,8 +87,32 @@ def split_method(method: str) -> tuple[str, str]:
     return verifier, continuation or "plain"
 
 
-def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[list[str]]:
-    """Conversations (lists of user turns) from a JSONL file with `turns` or `prompt`."""
+DEMO_DIALOGUES = 16  # held-out demo dialogues a demo model gets when --limit names no other number
+
+
+def prompt_source(path: str | None, model: str | None) -> str:
+    """Where the prompts come from, in words: the file, the demo domain's held-out dialogues (a
+    demo chat model knows nothing else), or the shipped spoken-style prompts."""
+    if path is not None:
+        return path
+    if model in SHIPPED_CHAT:
+        return "held-out dialogues of the demo domain (python -m foresay.engine.demo.chat data --split test)"
+    return "built-in spoken-style prompts (assets/prompts/bench_prompts.jsonl)"
+
+
+def demo_conversations(count: int) -> list[list[str]]:
+    """The user turns of the first `count` held-out (test split) dialogues of the demo domain."""
+    from foresay.engine.demo.dialogues import DialogueGenerator, DomainConfig
+
+    return [[t.user for t in d.turns] for d in DialogueGenerator(DomainConfig(), "test").dialogues(count)]
+
+
+def load_prompts(path: str | None, limit: int | None, multi_turn: bool,
+                 model: str | None = None) -> list[list[str]]:
+    """Conversations (lists of user turns) from a JSONL file with `turns` or `prompt`; without a
+    file, those `prompt_source` names for `model`."""
+    if path is None and model in SHIPPED_CHAT:
+        return [turns if multi_turn else turns[:1] for turns in demo_conversations(limit or DEMO_DIALOGUES)]
     if path is None:
         text = resources.files("foresay.assets").joinpath("prompts/bench_prompts.jsonl").read_text("utf-8")
         source = "built-in prompts"
@@ -98,7 +135,7 @@ def load_prompts(path: str | None, limit: int | None, multi_turn: bool) -> list[
         conversations.append(turns if multi_turn else turns[:1])
     if not conversations:
         raise ForesayError(f"{source} holds no prompts")
-    return conversations[:limit] if limit else conversations
+    return conversations[:limit] if limit is not None else conversations
 
 
 def run_turn(turn, text: str, method: str, chars_per_s: float, clock: SimClock) -> TurnResult:
@@ -160,6 +197,15 @@ def run_methods(lm, methods: list[str], conversations, config, chars_per_s: floa
     return results
 
 
+def is_lossless(method: str) -> bool:
+    """Whether a method's reply is by design the one plain greedy decoding gives: greedy
+    verification is, whatever the continuation; topk:K and reflection keep tokens greedy decoding
+    would not have chosen."""
+    from foresay.engine.predgen.verifiers import parse_verifier
+
+    return method == "baseline" or parse_verifier(split_method(method)[0])[0] == "greedy"
+
+
 def summarize(method: str, results, baseline) -> dict:
     flat = [r for conv in results for r in conv]
     base = [r for conv in baseline for r in conv]
@@ -177,6 +223,9 @@ def summarize(method: str, results, baseline) -> dict:
         "first_sentence_identical": statistics.fmean(
             r.first_sentence == b.first_sentence for r, b in zip(flat, base)),
         "reply_identical": statistics.fmean(r.reply == b.reply for r, b in zip(flat, base)),
+        "turns": len(flat),
+        "replies_differing": sum(r.reply != b.reply for r, b in zip(flat, base)),
+        "lossless": is_lossless(method),
         "outcomes": outcomes,
         "overhead_share": statistics.fmean(r.overhead_share for r in flat),
         "accepted_per_update": statistics.fmean(
@@ -207,6 +256,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.speed <= 0:
         raise ForesayError("--speed must be a positive number of characters per minute")
+    if args.limit is not None and args.limit < 1:
+        raise ForesayError(f"--limit must be at least 1 (the number of prompts to use), got {args.limit}")
+    if args.turn_cost < 0:
+        raise ForesayError(f"--turn-cost must be 0 (off) or a number of turns, got {args.turn_cost}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise ForesayError("--methods names no method")
@@ -218,9 +271,9 @@ def run(args: argparse.Namespace) -> int:
     from foresay.engine.predgen.continuation import ContinuationConfig
     for method in methods:  # a bad continuation is named before the model loads
         ContinuationConfig.parse(split_method(method)[1])
-    conversations = load_prompts(args.prompts, args.limit, args.multi_turn)
+    conversations = load_prompts(args.prompts, args.limit, args.multi_turn, args.model)
     check_outputs({"--json": Path(args.json) if args.json else None},
-                  {"--prompts": Path(args.prompts) if args.prompts else None})
+                  {"--prompts": Path(args.prompts) if args.prompts else None}, force=args.force)
     lm = load_llm(LLMConfig(model=args.model, device=args.device, dtype=args.dtype, seed=args.seed,
                             threads=args.threads, cache=args.cache, exact=not args.fast,
                             backend=args.backend, base_url=args.base_url,
@@ -236,8 +289,9 @@ def run(args: argparse.Namespace) -> int:
     n_prompts = sum(len(c) for c in conversations)
     cache = "" if served else \
         f", {lm.cache_kind} cache{' (exact)' if lm.cache_kind == 'static' and lm.exact else ''}"
-    print(f"model {lm.description}{cache}, warm-up {warmup_s:.2f} s; {n_prompts} prompts, "
-          f"{args.speed:g} chars/min", file=sys.stderr)
+    source = prompt_source(args.prompts, args.model)
+    print(f"model {lm.description}{cache}, warm-up {warmup_s:.2f} s; {n_prompts} prompts from {source}, "
+          f"spoken at {args.speed:g} characters per minute", file=sys.stderr)
     if served:
         lm.round_trips.clear()
     results = run_methods(lm, methods, conversations, config, args.speed / 60)
@@ -247,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
         if plain and m not in (plain, "baseline"):
             summary[m]["ttfs_missed_vs_plain"] = paired_ttfs_ratio(results, plain, m)
     report = {"model": args.model, "device": str(lm.device), "warmup_s": warmup_s, "prompts": n_prompts,
+              "prompt_source": source, "tts_latency_ms": args.tts_latency_ms,
               "methods": summary,
               # [outcome, NFETFS] of every turn, by conversation: lets two models be compared on the same turns
               "per_turn": {m: [[[r.outcome, r.nfetfs] for r in conv] for conv in results[m]] for m in methods}}
@@ -263,50 +318,8 @@ def run(args: argparse.Namespace) -> int:
         report["turn_cost"] = measure_turn_cost(lm, args.turn_cost, conversations[0][0], 32)
     print_table(report)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(Path(args.json), report)
     return 0
-
-
-def print_table(report: dict) -> None:
-    width = max(12, *(len(name) + 1 for name in report["methods"]))
-    head = (f"{'method':<{width}}{'TTFS ms':>9}{'NFETFS':>8}{'latency ms':>12}{'speedup':>9}"
-            f"{'1st sent =':>11}{'reply =':>9}{'overhead':>10}  outcomes")
-    print(head)
-    print("-" * len(head))
-    for name, m in report["methods"].items():
-        outcomes = " ".join(f"{k}={v}" for k, v in sorted(m["outcomes"].items()))
-        print(f"{name:<{width}}{m['ttfs_ms']:>9.1f}{m['nfetfs']:>8.2f}{m['latency_ms']:>12.1f}"
-              f"{m['speedup']:>8.2f}x{100 * m['first_sentence_identical']:>10.0f}%"
-              f"{100 * m['reply_identical']:>8.0f}%{m['overhead_share']:>10.3f}  {outcomes}")
-    for name, m in report["methods"].items():
-        if m["missed_turns"] and m["continuation_passes_missed"]:
-            print(f"{name}: on {m['missed_turns']} partial/rejected turns NFETFS {m['nfetfs_missed']:.2f}, "
-                  f"continuation {m['continuation_tokens_missed'] / m['continuation_passes_missed']:.2f} "
-                  f"tokens per pass ({m['continuation_positions_missed'] / m['continuation_passes_missed']:.1f} "
-                  f"positions per pass)")
-    print_continuation_lines(report)
-    if "pass_timing" in report:
-        pt = report["pass_timing"]
-        verify_key = next(k for k in pt if k.startswith("verify_pass_ms"))
-        print(f"passes after {pt['context_tokens']} tokens: decode step {pt['decode_step_ms']:.2f} ms, "
-              f"verification (16-token tail + 32-token draft) {pt[verify_key]:.2f} ms")
-    if "round_trip" in report:
-        rt = report["round_trip"]
-        print(f"server round trips: {rt['requests']} requests, median {rt['median_ms']:.1f} ms; "
-              f"per verification median {rt['verification_median_ms']:.1f} ms, "
-              f"p90 {rt['verification_p90_ms']:.1f} ms")
-    if "turn_cost" in report:
-        tc = report["turn_cost"]
-        n = tc["turns"]
-        print(f"turn cost: turn 1 {tc['turn_1_ms']:.1f} ms, turn {n} {tc[f'turn_{n}_ms']:.1f} ms "
-              f"(ratio {tc['ratio']:.2f}; cold re-prefill of turn {n}: {tc[f'turn_{n}_cold_ms']:.1f} ms, "
-              f"{tc['context_tokens']} tokens)")
-    best = max((m for m in report["methods"] if m != "baseline"),
-               key=lambda m: report["methods"][m]["speedup"], default="baseline")
-    g = report["methods"].get("greedy")
-    lossless = f", greedy reply identical {100 * g['reply_identical']:.0f}%" if g else ""
-    print(f"summary: {report['prompts']} prompts on {report['model']} ({report['device']}): best "
-          f"{best} {report['methods'][best]['speedup']:.2f}x faster first audio than baseline{lossless}")
 
 
 def register(benches) -> None:
@@ -314,7 +327,7 @@ def register(benches) -> None:
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="small-random",
                    help="hub id, folder, .gguf file or built-in model (tiny-random, small-random, "
-                   "tiny-sliding, demo); with --backend openai, the served model's name")
+                   "tiny-sliding, demo, demo-cllm, demo-streams); with --backend openai, the served model's name")
     p.add_argument("--backend", default="transformers", choices=("transformers", "openai"),
                    help="run the model in this process, or on an OpenAI-compatible server")
     p.add_argument("--base-url", help="the server's URL for --backend openai, e.g. http://host:8000/v1")
@@ -326,23 +339,31 @@ def register(benches) -> None:
                    "a model without one")
     p.add_argument("--gguf-file", help="the .gguf file inside the --model folder or hub repository")
     p.add_argument("--prompts", help="JSONL with `turns` (MT-Bench style) or `prompt` per line "
-                   "(default: built-in spoken-style prompts)")
-    p.add_argument("--limit", type=int, help="use the first N prompts")
+                   "(default: for the demo models demo, demo-cllm and demo-streams, held-out dialogues of "
+                   "the demo domain they were trained on; for any other model, built-in spoken-style prompts)")
+    p.add_argument("--limit", type=int, help=f"use the first N prompts (a demo model gets {DEMO_DIALOGUES} "
+                   "held-out dialogues unless N says otherwise)")
     p.add_argument("--speed", type=float, default=600, help="speaking rate, characters per minute")
-    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline, greedy, "
-                   "topk:K, reflection, jacobi (greedy + Jacobi continuation); VERIFIER+CONTINUATION "
-                   "for others, e.g. greedy+jacobi:8, topk:3+jacobi:16:fill")
-    p.add_argument("--continuation", metavar="KIND", help="how replies continue after the final "
-                   "verification, for methods without their own: ar (plain steps), jacobi, specbound, streams "
-                   "(options after a colon, e.g. specbound:6:2)")
-    p.add_argument("--worst-case", action="store_true", help="also time SpecBound's continuation against "
-                   "plain steps: as configured, without drafting, with every draft right and with every draft wrong")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated: baseline (wait, then plain "
+                   "decoding), greedy (lossless), topk:K and reflection (both lossy: the reply can differ from "
+                   "baseline's), jacobi (greedy with Jacobi continuation); VERIFIER+CONTINUATION for others, "
+                   "e.g. greedy+jacobi:8, topk:3+jacobi:16:fill (see the description above)")
+    p.add_argument("--continuation", metavar="KIND", help="how the reply goes on after the final check of the "
+                   "draft, for methods that name none: ar (plain steps: one token per forward pass), jacobi "
+                   "(guessed tokens checked and corrected together in one pass), specbound (small heads after "
+                   "early layers draft tokens, the rest of the model checks them), streams (the model drafts "
+                   "several tokens per pass; demo-streams only); options after a colon, e.g. specbound:6:2")
+    p.add_argument("--worst-case", action="store_true", help="also time the specbound continuation against "
+                   "plain steps (one token per pass) on the same prompts: as configured, without drafting, "
+                   "with every draft right and with every draft wrong")
     p.add_argument("--best-case", action="store_true", help="also run each greedy method with the specbound "
-                   "continuation with heads that know the greedy reply (method@best): every draft right at the "
-                   "first exit, the most drafting can save")
+                   "continuation a second time, as METHOD@best, with draft heads that know baseline's reply in "
+                   "advance: every draft right at the earliest layer, the most drafting could save")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    add_force_argument(p)
     p.add_argument("--tts-latency-ms", type=float, default=150,
-                   help="TTS time to first audio assumed for the audio latency (no TTS attached)")
+                   help="milliseconds of TTS assumed between the first sentence and its first audio (no TTS "
+                   "is attached)")
     p.add_argument("--multi-turn", action="store_true",
                    help="run every turn of each prompt, earlier replies kept as history")
     p.add_argument("--max-new-tokens", type=int, default=128)

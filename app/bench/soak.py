@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from foresay.app.saving import write_report
 from foresay.app.bench.demo import held_out_requests
 from foresay.app.arguments import add_settings_arguments, settings_from
 from foresay.app.commands import replay
-from foresay.app.paths import check_outputs
+from foresay.app.paths import add_force_argument, check_outputs
 from foresay.engine.demo.evaluate_whisper import words
 from foresay.engine.demo.speech import SAMPLE_RATE, speak, write_wav
 from foresay.engine.errors import ForesayError
@@ -81,7 +82,7 @@ def run_bench_soak(args) -> int:
     if args.requests < 2 or args.gap < 0:
         raise ForesayError("--requests must be at least 2 and --gap at least 0")
     settings = settings_from(args)
-    check_outputs({"--json": Path(args.json) if args.json else None}, {})
+    check_outputs({"--json": Path(args.json) if args.json else None}, {}, force=args.force)
     requests = held_out_requests(args.requests, args.data_seed)
     memory: list[float] = []
 
@@ -96,7 +97,7 @@ def run_bench_soak(args) -> int:
     report["gap_s"] = args.gap
     print(json.dumps(report, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps({**report, "turns": metrics}, indent=2, ensure_ascii=False))
+        write_report(Path(args.json), {**report, "turns": metrics})
     return 0
 
 
@@ -107,5 +108,6 @@ def register(benches) -> None:
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--realtime", action="store_true", help="pace the recording on the audio clock")
     p.add_argument("--json", metavar="OUT")
+    add_force_argument(p)
     add_settings_arguments(p)
     p.set_defaults(func=run_bench_soak)

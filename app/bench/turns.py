@@ -8,6 +8,7 @@ audio overlaps most.
 
 - premature cut-off: an end declared (`TurnEnded.t`) before the truth `end_s` of its turn, also
   one the user then resumed; `premature_recovered` counts those followed by `TurnResumed`.
+- requests cut: truth turns with at least one premature cut-off.
 - merged requests: truth turns whose end went by undeclared, so that one found turn (its voice
   from start to last voiced frame) covers them and the next (counted once per extra truth turn).
 - unanswered: turns closed without a reply because the user began a new request first.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from foresay.app.saving import write_report
 from foresay.app.arguments import add_settings_arguments, settings_from
 from foresay.app.commands import replay
 from foresay.app.bench.turn_records import Observed, Recording, TruthTurn
@@ -118,7 +120,7 @@ def _stats(values: list[float]) -> dict:
 
 def score(recordings: list[Recording], observed: list[Observed]) -> dict:
     """The set's figures (see the module docstring) from what each replay did."""
-    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "merged": 0, "edits": 0, "words": 0}
+    totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "merged": 0, "cut": 0, "edits": 0, "words": 0}
     delays, finals_ms, v2v, details = [], [], [], []
     for rec, obs in zip(recordings, observed):
         last_end = {}
@@ -135,10 +137,13 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
                 owner[turn_id] = best
             totals["merged"] += max(0, sum(o > 0 for o in overlaps) - 1)
         resumed_after = {(turn_id, t) for turn_id, t in obs.resumed}
+        cut = set()
         for turn_id, t, _ in obs.ends:
             if turn_id in owner and t < rec.turns[owner[turn_id]].end_s:
                 totals["premature"] += 1
+                cut.add(owner[turn_id])
                 totals["recovered"] += any(r == turn_id and rt >= t for r, rt in resumed_after)
+        totals["cut"] += len(cut)
         for j, truth in enumerate(rec.turns):
             mine = [tid for tid, k in owner.items() if k == j]
             if not mine:
@@ -164,8 +169,8 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
                         "heard": [last_final[tid] for tid in sorted(last_final)]})
     return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
             "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],
-            "resumed": totals["resumed"], "merged_requests": totals["merged"], "endpoint_delay_ms": _stats(delays),
-            "asr_final_ms": _stats(finals_ms), "voice_to_voice_ms": _stats(v2v),
+            "resumed": totals["resumed"], "requests_cut": totals["cut"], "merged_requests": totals["merged"],
+            "endpoint_delay_ms": _stats(delays), "asr_final_ms": _stats(finals_ms), "voice_to_voice_ms": _stats(v2v),
             "unanswered": sum(outcome == "unanswered" for obs in observed for outcome in obs.outcomes.values()),
             "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None,
             "recordings": details}
@@ -227,8 +232,9 @@ def bench_decision(settings: Settings, recordings: list[Recording], progress=Non
     return report, observed
 
 
-SUMMARY = (("wer", "WER"), ("wer_whole_request", "WER alone"), ("endpoint_delay_ms", "endpoint ms"), ("premature_cutoffs", "cut-offs"),
-           ("premature_recovered", "resumed"), ("merged_requests", "merged"), ("unanswered", "unanswered"),
+SUMMARY = (("wer", "WER"), ("wer_whole_request", "WER alone"), ("endpoint_delay_ms", "endpoint ms"),
+           ("requests_cut", "requests cut"), ("premature_cutoffs", "cut-offs"), ("premature_recovered", "resumed"),
+           ("merged_requests", "merged"), ("unanswered", "unanswered"),
            ("asr_final_ms", "ASR final ms"), ("voice_to_voice_ms", "voice-to-voice ms"))
 
 
@@ -273,7 +279,7 @@ def run_bench_turns(args) -> int:
     for name, r in per_set.items():
         print(summary_line(name, r), file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(Path(args.json), report)
     return 0
 
 

@@ -25,6 +25,7 @@ class DecodeStats:
     draft_lengths: tuple[int, ...] = ()  # chain length drafted, per round
     tree_sizes: tuple[int, ...] = ()  # draft nodes verified (chain + branches), per round
     recycled: int = 0  # draft tokens re-used from an earlier rejected tail
+    windows: tuple[float, ...] = ()  # CTranslate2 Whisper: encoder windows decoded (s), in order
 
     @property
     def rounds(self) -> int:

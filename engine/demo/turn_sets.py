@@ -3,6 +3,10 @@ voices, optionally with a pause in the middle of the request, and where each req
 
     python -m foresay.engine.demo.turn_sets --out turns/complete --requests 40
     python -m foresay.engine.demo.turn_sets --out turns/paused --requests 40 --pause 0.3-0.9
+    python -m foresay.engine.demo.turn_sets --voice piper --out turns/piper --requests 40
+
+`--voice piper` reads varied assistant requests with a real neural voice instead (`piper_sets`:
+speaking rates, mid-request pauses, room noise or digital silence, two requests per recording).
 
 Each request is the first turn of a held-out test dialogue (so its reply needs no context), in a
 voice setting no training clip used. With `--pause`, a silence of that many seconds (uniform in
@@ -120,9 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause", type=_pause_range, metavar="MIN-MAX",
                         help="a pause of MIN to MAX seconds inside every request (default: none)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--voice", choices=["espeak", "piper"], default="espeak",
+                        help="espeak: held-out demo requests in espeak-ng voices; piper: varied assistant "
+                             "requests in the Piper voice en_US-joe-medium (registry model)")
+    parser.add_argument("--room", choices=["noise", "silence"], default="noise",
+                        help="piper: room noise over the recording, or digital silence around the speech")
+    parser.add_argument("--gap-s", type=float, metavar="SECONDS",
+                        help="piper: two requests per recording, this far apart (two turns)")
     args = parser.parse_args(argv)
     try:
-        path = build_set(args.out, args.requests, args.pause, args.seed)
+        if args.voice == "piper":
+            from foresay.engine.demo.piper_sets import build_piper_set
+            path = build_piper_set(args.out, args.requests, args.pause, args.room, args.gap_s, args.seed)
+        elif args.gap_s is not None or args.room != "noise":
+            raise ForesayError("--room and --gap-s need --voice piper")
+        else:
+            path = build_set(args.out, args.requests, args.pause, args.seed)
     except ForesayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,8 @@ OpenAI-compatible server)."""
 from __future__ import annotations
 
 import logging
+import pickle
+import struct
 from pathlib import Path
 
 import torch
@@ -49,7 +51,11 @@ def load_llm(config: LLMConfig) -> ChatLM | ServerLM:
         if Path(source).exists():
             raise ModelUnavailable(f"could not load the model in {source}: {exc}") from None
         raise ModelUnavailable(model_offline_hint(config.model)) from None
-    except (ValueError, ImportError, KeyError, RuntimeError) as exc:
+    except pickle.UnpicklingError as exc:   # torch refuses pickled weights it cannot load safely
+        raise ModelUnavailable(f"could not load the model in {source}: its weights are a pickled "
+                               f"pytorch_model.bin that torch refuses to load safely ({str(exc).splitlines()[0]}); "
+                               f"use the model's .safetensors weights, or convert them") from None
+    except (ValueError, ImportError, KeyError, RuntimeError, struct.error, EOFError) as exc:
         if not gguf_file:
             raise
         raise gguf_error(exc, source, gguf_file) from None

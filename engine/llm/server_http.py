@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from foresay.engine.errors import ForesayError
+
+log = logging.getLogger(__name__)
 
 
 class ServerError(ForesayError):
@@ -24,8 +27,10 @@ class Answer:
     tokens: list[str]
     token_logprobs: list[float | None]
     entries: list[dict | None]
-    shifted: bool      # entry i is the distribution after token i, not at it (llama-cpp-python)
+    shifted: bool      # entry i is the distribution after token i, not at it, and the echo
+    #                    leaves out the beginning-of-sequence token (llama-cpp-python)
     check_text: bool   # the prompt went as text: the echoed tokens must be the local ones
+    prompt_tokens: int | None = None  # how many tokens the server read the prompt as (its usage)
 
 
 class CompletionsClient:
@@ -98,13 +103,13 @@ class CompletionsClient:
     # --- the API ------------------------------------------------------------------------------------
 
     def model_info(self) -> dict:
-        """The served model's entry in /models; recognizes the server (its logprob layout)."""
-        models = self.call("GET", "/models").get("data") or []
-        names = [m.get("id") for m in models]
-        entry = next((m for m in models if m.get("id") == self.model), None)
-        if entry is None:
-            raise ForesayError(f"the server at {self.base_url} does not serve {self.model!r} "
-                               f"(it serves: {', '.join(map(str, names)) or 'nothing'}); set llm.model")
+        """The served model's entry in /models; recognizes the server (its logprob layout) and
+        takes the server's name for the model (see `served_entry`)."""
+        models = [m for m in self.call("GET", "/models").get("data") or [] if isinstance(m, dict)]
+        entry = served_entry(models, self.model, self.base_url)
+        if entry["id"] != self.model:
+            log.info("llm.model %r: the server at %s names it %r", self.model, self.base_url, entry["id"])
+            self.model = str(entry["id"])
         owner = entry.get("owned_by")
         if owner == "me":  # llama-cpp-python: text prompts, logprobs one position ahead
             self.server, self.shifted, self.send_ids = "llama-cpp-python", True, False
@@ -132,10 +137,36 @@ class CompletionsClient:
             raise ServerError(f"the LLM server at {self.base_url} returned no log-probabilities "
                               "(does it support echo with logprobs? llama-cpp-python needs "
                               "--logits_all true)") from None
-        return Answer(tokens, values, entries, self.shifted, not self.send_ids)
+        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        counted = usage.get("prompt_tokens")
+        return Answer(tokens, values, entries, self.shifted, not self.send_ids,
+                      counted if isinstance(counted, int) else None)
 
     def greedy_text(self, text: str, max_tokens: int) -> str:
         """The server's own greedy continuation of `text` (the reference for losslessness)."""
         answer = self.call("POST", "/completions", {"model": self.model, "prompt": text,
                                                      "max_tokens": max_tokens, "temperature": 0.0})
         return answer["choices"][0]["text"]
+
+
+def _loose(name: str) -> str:
+    """A model name compared loosely: without folders, a .gguf ending or case."""
+    name = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
+    return name[:-5] if name.endswith(".gguf") else name
+
+
+def served_entry(models: list[dict], name: str, base_url: str) -> dict:
+    """The entry of /models that `name` means: the one named exactly so, else the one whose name
+    matches loosely (a file name without its folder, case or .gguf ending: llama.cpp names a
+    model by its file path), else the only one served; a clear error lists what is served."""
+    names = [str(m.get("id")) for m in models]
+    for match in (lambda m: str(m.get("id")) == name, lambda m: _loose(str(m.get("id"))) == _loose(name)):
+        found = [m for m in models if match(m)]
+        if len(found) == 1:
+            return found[0]
+    if len(models) == 1:
+        log.warning("the server at %s serves one model, %r; using it for llm.model %r",
+                    base_url, names[0], name)
+        return models[0]
+    raise ForesayError(f"the server at {base_url} does not serve {name!r} "
+                       f"(it serves: {', '.join(names) or 'nothing'}); set llm.model to one of those")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foresay.engine.llm.chat_format import check_template, read_chat_template
-from foresay.engine.errors import ForesayError, ModelUnavailable
+from foresay.engine.errors import ForesayError, ModelFileMissing, ModelUnavailable
 from foresay.engine.llm.fixtures import FIXTURES, ensure_fixture
 from foresay.engine.model_registry import SHIPPED_CHAT as DEMO_CHAT, shipped_model_dir as demo_model_dir
 
@@ -33,12 +34,12 @@ def resolve_model_source(config: LLMConfig, model: str | None = None) -> tuple[s
     path = Path(model).expanduser()
     if model.endswith(".gguf"):
         if not path.is_file():
-            raise ModelUnavailable(f"GGUF file {model!r} does not exist")
+            raise ModelFileMissing(f"GGUF file {model!r} does not exist; check the path (llm.model)")
         return str(path.parent), path.name
     if path.exists():
         if config.gguf_file:
             if not (path / config.gguf_file).is_file():
-                raise ModelUnavailable(f"{path} has no file {config.gguf_file!r}")
+                raise ModelFileMissing(f"{path} has no file {config.gguf_file!r}; check llm.gguf_file")
         elif not (path / "config.json").exists():
             ggufs = sorted(p.name for p in path.glob("*.gguf"))
             hint = (f"; it holds GGUF files ({', '.join(ggufs[:5])}): choose one with "
@@ -46,7 +47,7 @@ def resolve_model_source(config: LLMConfig, model: str | None = None) -> tuple[s
             raise ModelUnavailable(f"{path} has no config.json: not a transformers model folder{hint}")
         return str(path), config.gguf_file
     if model.startswith((".", "/", "~")) or os.sep in model.strip("/").replace("/", "", 1):
-        raise ModelUnavailable(f"model folder {model!r} does not exist")
+        raise ModelFileMissing(f"model folder {model!r} does not exist; check the path (llm.model)")
     return model, config.gguf_file
 
 
@@ -62,6 +63,9 @@ def gguf_error(exc: Exception, source: str, gguf_file: str) -> ForesayError:
         names = ", ".join(sorted(supported)) or "see transformers' GGUF documentation"
         return ModelUnavailable(f"{Path(source) / gguf_file}: {text.rstrip('.')}. transformers reads GGUF "
                                 f"files of these architectures: {names}")
+    if isinstance(exc, (struct.error, EOFError)):   # a file cut after its header (a download cut short)
+        return ModelUnavailable(f"could not load {Path(source) / gguf_file}: the file ends before the data its "
+                                f"header announces (cut short? download it again)")
     return ModelUnavailable(f"could not load {Path(source) / gguf_file}: {text}")
 
 

@@ -69,6 +69,10 @@ class StreamingDecoder:
             return []
         return [self._window(available, available, read, last=False)]
 
+    def frames_needed(self) -> int:
+        """Frames (right context included) that make `advance` return the next chunk."""
+        return self._start + self._chunk_size() + self.config.lookahead_frames
+
     def ready_after_flush(self, available: int) -> int:
         """Frames whose audio will have been returned once `flush(available)` ran."""
         return max(self.frames_emitted, available - self.config.crossfade_frames)

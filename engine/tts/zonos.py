@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from foresay.engine.tts.codec_stream import StreamDecodeConfig, StreamingDecoder
 from foresay.engine.tts.errors import InvalidTtsConfig, TtsUnavailable
 from foresay.engine.tts.prepared import ChunkSink
 from foresay.engine.tts.segments import Segment, SegmentJob
+from foresay.engine.tts.turns import ModelTurns
 from foresay.engine.tts.zonos_codes import complete_frames, delayed_history, undelay
 
 INSTALL_HINT = ("Zonos is not installed. Install it from its git repository (the PyPI package of that name is "
@@ -120,29 +120,6 @@ def load_zonos_backend(config: ZonosConfig) -> ZonosBackend:
         return wav.mean(0, keepdim=True), sr
 
     return ZonosBackend(model, make_cond_dict, frozenset(supported_language_codes), load_audio)
-
-
-class ModelTurns:
-    """One generation step at a time on the shared model; preparations being streamed go before
-    those preparing ahead."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy = False
-        self._urgent_waiting = 0
-
-    def take(self, urgent: bool) -> None:
-        with self._cond:
-            self._urgent_waiting += urgent
-            while self._busy or (not urgent and self._urgent_waiting):
-                self._cond.wait()
-            self._urgent_waiting -= urgent
-            self._busy = True
-
-    def give(self) -> None:
-        with self._cond:
-            self._busy = False
-            self._cond.notify_all()
 
 
 class ZonosJob(SegmentJob):

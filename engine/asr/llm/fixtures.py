@@ -8,6 +8,11 @@ but not always (as the Whisper fixtures do). Built deterministically from a seed
 a folder laid out like a hub checkout, so the ordinary loading path reads them. The init is
 much wider than transformers' default (0.02), and the output layer is not tied to the
 embeddings: otherwise a random decoder repeats one token whatever it hears.
+
+`qwen3-asr-1.7b-random` and `qwen3-asr-0.6b-random` have the shapes of Qwen3-ASR 1.7B and 0.6B
+(the shapes of `foresay.app.bench.llm_asr_pass_timing`: a 151,936-row output layer, a small
+tokenizer), random weights at transformers' usual scale, stored in bfloat16: GPU pass costs
+without a download. They hear nothing.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from pathlib import Path
 import torch
 
 from foresay.engine.asr.errors import AsrError
-from foresay.engine.asr.whisper.fixtures import _built_once, _perturbed, default_fixture_root
+from foresay.engine.asr.whisper.fixtures import _built_once, _perturbed, build_device, default_fixture_root
 
 FORMAT_VERSION = "1"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>",
@@ -37,16 +42,30 @@ class LlmFixtureRecipe:
     ffn: int = 128
     audio_d_model: int = 64
     audio_layers: int = 2
+    audio_heads: int = 4
+    audio_ffn: int | None = None  # None: twice audio_d_model
+    audio_downsample: int = 16  # the encoder's convolution channels
+    head_dim: int | None = None  # None: hidden // heads
     init_std: float = 1.0
     perturb_from: str | None = None
     perturb_std: float = 0.0  # noise relative to each perturbed tensor's own standard deviation
     perturb_prefix: str = "model.language_model.layers.1.mlp.down_proj."
+    weights_dtype: str = "float32"  # stored precision
+    build_on_gpu: bool = False  # initialized on a GPU where there is one (full-size shapes: seconds, not minutes)
 
 
 LLM_FIXTURES: dict[str, LlmFixtureRecipe] = {
     "tiny-random-qwen3-asr": LlmFixtureRecipe(seed=1234),
     "tiny-random-qwen3-asr-draft": LlmFixtureRecipe(seed=4321, perturb_from="tiny-random-qwen3-asr",
                                                     perturb_std=0.15),
+    "qwen3-asr-1.7b-random": LlmFixtureRecipe(seed=17, vocab_rows=151936, hidden=2048, layers=28, heads=16,
+                                              kv_heads=8, ffn=6144, head_dim=128, audio_d_model=1024,
+                                              audio_layers=24, audio_heads=16, audio_ffn=4096, audio_downsample=480,
+                                              init_std=0.02, weights_dtype="bfloat16", build_on_gpu=True),
+    "qwen3-asr-0.6b-random": LlmFixtureRecipe(seed=6, vocab_rows=151936, hidden=1024, layers=28, heads=16,
+                                              kv_heads=8, ffn=3072, head_dim=128, audio_d_model=896,
+                                              audio_layers=18, audio_heads=14, audio_ffn=3584, audio_downsample=480,
+                                              init_std=0.02, weights_dtype="bfloat16", build_on_gpu=True),
 }
 
 
@@ -91,14 +110,15 @@ def qwen3_asr_config(tokenizer, recipe: LlmFixtureRecipe):
         raise AsrError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens, more than the "
                        f"{recipe.vocab_rows} output rows")
     return Qwen3ASRConfig(
-        audio_config=dict(num_mel_bins=128, encoder_layers=recipe.audio_layers, encoder_attention_heads=4,
-                          encoder_ffn_dim=2 * recipe.audio_d_model, d_model=recipe.audio_d_model,
+        audio_config=dict(num_mel_bins=128, encoder_layers=recipe.audio_layers,
+                          encoder_attention_heads=recipe.audio_heads,
+                          encoder_ffn_dim=recipe.audio_ffn or 2 * recipe.audio_d_model, d_model=recipe.audio_d_model,
                           output_dim=recipe.hidden, n_window=50, n_window_infer=800,
-                          downsample_hidden_size=16, initializer_range=recipe.init_std),
+                          downsample_hidden_size=recipe.audio_downsample, initializer_range=recipe.init_std),
         text_config=dict(model_type="qwen3", vocab_size=recipe.vocab_rows, hidden_size=recipe.hidden,
                          intermediate_size=recipe.ffn, num_hidden_layers=recipe.layers,
                          num_attention_heads=recipe.heads, num_key_value_heads=recipe.kv_heads,
-                         head_dim=recipe.hidden // recipe.heads, max_position_embeddings=4096,
+                         head_dim=recipe.head_dim or recipe.hidden // recipe.heads, max_position_embeddings=4096,
                          tie_word_embeddings=False, initializer_range=recipe.init_std,
                          pad_token_id=ids["<|im_end|>"], eos_token_id=[ids["<|endoftext|>"], ids["<|im_end|>"]]),
         audio_token_id=ids["<|audio_pad|>"], pad_token_id=ids["<|im_end|>"],
@@ -117,7 +137,8 @@ def _build(recipe: LlmFixtureRecipe, out: Path, root: Path) -> None:
     else:
         tokenizer = build_tokenizer(recipe.text_tokens)
         torch.manual_seed(recipe.seed)
-        model = Qwen3ASRForConditionalGeneration(qwen3_asr_config(tokenizer, recipe)).eval()
+        with torch.device(build_device(recipe.build_on_gpu)):
+            model = Qwen3ASRForConditionalGeneration(qwen3_asr_config(tokenizer, recipe)).eval()
         tokenizer.save(str(out / "tokenizer.json"))
-    model.save_pretrained(out)
+    model.to(getattr(torch, recipe.weights_dtype)).save_pretrained(out)
     Qwen3ASRFeatureExtractor().save_pretrained(out)

@@ -1,12 +1,17 @@
 """faster-whisper (CTranslate2) behind the backend interface: fastest where no draft pair is set.
 
-The model is a size or hub id, a CTranslate2 folder, a fixture name, or a transformers Whisper
-(a shipped name such as `demo`, or a local folder), which is converted once into a cache
-(`ct2_convert`). faster-whisper 1.x pads every segment to 30 s of features; a model trained on a
-shorter window (the demo Whisper hears 6 s) is run through its CTranslate2 model directly, with
-faster-whisper's feature extractor and the same prompt layout (<|startofprev|> prompt, the
-start-of-transcript sequence, <|notimestamps|>, the forced tokens as they are) and the model's
-own suppressed tokens.
+The model is a size or hub id (tiny.en and base, also as Systran/faster-whisper-*, come from the
+registry copies when fetched), a CTranslate2 folder, a fixture name, or a transformers Whisper (a
+shipped name such as `demo`, or a local folder), converted once into a cache (`ct2_convert`).
+
+faster-whisper 1.x pads every segment to 30 s of features, so each decode costs a 30 s encoder
+pass however short the audio. Audio that fits the model's window is instead run through its
+CTranslate2 model directly, in the shortest window of `encoder_window` that holds it (10 s for a
+request: about a third of the encoder's cost), with the audio padded by silence before the
+log-mel as Whisper's own padding is, the same prompt layout as faster-whisper's (<|startofprev|>
+prompt, the start-of-transcript sequence, <|notimestamps|>, the forced tokens as they are) and
+the model's own suppressed tokens. Longer audio (only a 30 s model's) goes through faster-whisper's
+moving windows as before.
 """
 from __future__ import annotations
 
@@ -17,7 +22,9 @@ import numpy as np
 
 from foresay.engine.asr.backends import AsrBackend, Hypothesis, WhisperText
 from foresay.engine.asr.whisper.ct2_convert import converted_folder, decoder_positions, is_transformers_whisper
+from foresay.engine.asr.whisper.encoder_window import encoder_windows, looks_looped, token_cap
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
+from foresay.engine.asr.greedy import DecodeStats
 from foresay.engine.asr.whisper.fixtures import ctranslate2_folder, is_fixture
 from foresay.engine.asr.whisper.models import SAMPLE_RATE, check_audio
 from foresay.engine.errors import ModelUnavailable
@@ -75,40 +82,59 @@ class FasterWhisperBackend(AsrBackend):
         self.window_seconds = features.n_samples / features.sampling_rate
         self._frames = features.nb_max_frames
         self._max_positions = decoder_positions(Path(source)) if Path(source).is_dir() else 448
-        self._window_tokenizer = None
-        if self._frames != _FASTER_WHISPER_FRAMES:  # the prompt layout of `_transcribe_window`, built once
-            from faster_whisper.tokenizer import Tokenizer
-            multilingual = self.model.model.is_multilingual
-            self._window_tokenizer = Tokenizer(tokenizer, multilingual, task="transcribe",
-                                               language="en" if multilingual else None)
+        from faster_whisper.tokenizer import Tokenizer
+        multilingual = self.model.model.is_multilingual
+        self._window_tokenizer = Tokenizer(tokenizer, multilingual, task="transcribe",
+                                           language="en" if multilingual else None)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
-        if self._frames != _FASTER_WHISPER_FRAMES:
-            return self._transcribe_window(check_audio(audio), forced, prompt)
-        return self._transcribe_segments(audio, forced, prompt)
+        audio = check_audio(audio)
+        audio_s = len(audio) / SAMPLE_RATE
+        windows = encoder_windows(audio_s, self.window_seconds)
+        if not windows and self._frames == _FASTER_WHISPER_FRAMES:
+            return self._transcribe_segments(audio, forced, prompt)
+        tried = []
+        for window in windows[:-1]:  # shorter than the model's: kept unless it loops
+            tried.append(window)
+            hypothesis = self.decode_in_window(audio, window, forced, prompt,
+                                               max_new_tokens=max(1, token_cap(audio_s) - len(forced)))
+            tokens = (*forced, *hypothesis.tokens)
+            if not looks_looped(self.text.decode(tokens), len(tokens), audio_s):
+                return Hypothesis(hypothesis.tokens, DecodeStats(windows=tuple(tried)))
+        window = windows[-1] if windows else self.window_seconds
+        hypothesis = self.decode_in_window(audio, window, forced, prompt)
+        return Hypothesis(hypothesis.tokens, DecodeStats(windows=(*tried, window)))
 
-    def _transcribe_window(self, audio: np.ndarray, forced, prompt) -> Hypothesis:
-        """One window through CTranslate2 directly (see the module docstring)."""
-        from faster_whisper.audio import pad_or_trim
-
+    def decode_in_window(self, audio: np.ndarray, window_s: float, forced=(), prompt=(),
+                         max_new_tokens: int | None = None) -> Hypothesis:
+        """One greedy decode of `audio` padded with silence to an encoder window of `window_s`
+        seconds (at most the model's own); `transcribe` picks the window. `max_new_tokens`: at
+        most the config's (None: the config's)."""
+        n = round(window_s * SAMPLE_RATE)
+        if not 0 < window_s <= self.window_seconds:
+            raise InvalidAsrConfig(f"an encoder window of {window_s:g} s is not in (0, {self.window_seconds:g}] s")
+        if len(audio) > n:
+            raise InvalidAudio(f"audio of {len(audio) / SAMPLE_RATE:.2f} s is longer than the "
+                               f"{window_s:g} s window")
+        budget = min(self.config.max_new_tokens, max_new_tokens or self.config.max_new_tokens)
         model, tokenizer = self.model, self._window_tokenizer
-        if len(audio) > model.feature_extractor.n_samples:
-            raise InvalidAudio(f"audio of {len(audio) / SAMPLE_RATE:.2f} s is longer than the model's "
-                               f"{self.window_seconds:g} s window")
-        # The audio padded to the window before the log-mel, as transformers' extractor (and
-        # Whisper's training) does: padding the features afterwards gives the silence other values.
-        n = model.feature_extractor.n_samples
-        features = pad_or_trim(model.feature_extractor(audio, padding=n - len(audio)), self._frames)
+        # The audio padded to the window before the log-mel, as Whisper's own padding (and
+        # transformers' extractor) does: padding the features afterwards gives silence other values.
+        frames = n // model.feature_extractor.hop_length
+        features = model.feature_extractor(audio, padding=n - len(audio))[:, :frames]
         head = ([tokenizer.sot_prev] + list(prompt)[-(model.max_length // 2 - 1):]) if prompt else []
         sequence = head + list(tokenizer.sot_sequence) + [tokenizer.no_timestamps] + list(forced)
-        room = min(model.max_length, self._max_positions) - len(sequence)
+        total = min(model.max_length, self._max_positions)
+        room = total - len(sequence)
         if room < 1:
             raise InvalidAsrConfig(f"the forced prefix and prompt ({len(sequence)} tokens) leave no room "
                                    "in the model's decoder")
+        new = min(room, budget)
+        # CTranslate2 decodes at most min(max_length / 2, max_length - prefix) new tokens.
         result = model.model.generate(
-            model.encode(features), [sequence], beam_size=1, max_length=len(sequence) + min(
-                room, self.config.max_new_tokens), suppress_blank=not forced, suppress_tokens=[-1],
-            return_scores=False)[0]
+            model.encode(np.ascontiguousarray(features)), [sequence], beam_size=1,
+            max_length=min(total, max(2 * new, len(sequence) + new)), suppress_blank=not forced,
+            suppress_tokens=[-1], return_scores=False)[0]
         eot = self.text.first_special
         tokens = result.sequences_ids[0]
         if forced and tokens[:len(forced)] == list(forced):  # CTranslate2 returns the forced tokens too
@@ -117,7 +143,6 @@ class FasterWhisperBackend(AsrBackend):
         return Hypothesis(tuple(tokens[:end]))
 
     def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
-        audio = check_audio(audio)
         multilingual = self.model.model.is_multilingual
         prefix = self.text.decode(forced).strip()
         segments, _ = self.model.transcribe(
@@ -150,4 +175,19 @@ def _source(config: FasterWhisperConfig) -> str:
     path = Path(config.model).expanduser()
     if path.is_dir() and is_transformers_whisper(path):
         return str(converted_folder(path, "float16", config.cache_root))
-    return config.model
+    folder = None if path.is_dir() else fetched_copy(config.model)
+    return str(folder) if folder is not None else config.model  # without a fetched copy the hub is asked
+
+
+def fetched_copy(name: str) -> Path | None:
+    """The registry's copy of a faster-whisper name ("tiny.en", "Systran/faster-whisper-base"), when
+    fetched: it works offline, and nothing needs downloading."""
+    if name not in REGISTRY_NAMES:
+        return None
+    from foresay.engine.registry_models import registry_model_path
+    return registry_model_path(REGISTRY_NAMES[name])
+
+
+# faster-whisper names that the registry carries (`foresay models fetch`).
+REGISTRY_NAMES = {"tiny.en": "whisper-tiny.en", "Systran/faster-whisper-tiny.en": "whisper-tiny.en",
+                  "base": "whisper-base", "Systran/faster-whisper-base": "whisper-base"}

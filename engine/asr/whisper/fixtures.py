@@ -5,6 +5,10 @@ perturbed, so a draft agrees with the target most of the time but not always (a 
 acceptance pattern for tests and `foresay bench asr`). Both are built deterministically from a
 seed into a folder laid out like a hub checkout (weights, generation config, tokenizer.json,
 preprocessor_config.json), so the ordinary loading path reads them.
+
+`medium.en-random` and `tiny.en-random` have the shapes of the English Whisper checkpoints
+SpecASR pairs, random weights at transformers' usual scale, stored in float16: GPU pass costs
+without a download (the GPU kit's replay and SpecASR finals). They hear nothing.
 """
 from __future__ import annotations
 
@@ -40,11 +44,17 @@ class FixtureRecipe:
     # it disagrees where the target itself is unsure (a random network amplifies any earlier
     # change chaotically and would disagree everywhere).
     perturb_prefix: str = "model.decoder.layers.1.fc2."
+    weights_dtype: str = "float32"  # stored precision (float16 halves a full-size fixture's disk)
+    build_on_gpu: bool = False  # initialized on a GPU where there is one (full-size shapes: seconds, not minutes)
 
 
 FIXTURES: dict[str, FixtureRecipe] = {
     "tiny-random": FixtureRecipe(seed=1234),
     "tiny-random-draft": FixtureRecipe(seed=4321, perturb_from="tiny-random", perturb_std=0.15),
+    "medium.en-random": FixtureRecipe(seed=1024, d_model=1024, layers=24, heads=16, ffn=4096, init_std=0.02,
+                                      weights_dtype="float16", build_on_gpu=True),
+    "tiny.en-random": FixtureRecipe(seed=384, d_model=384, layers=4, heads=6, ffn=1536, init_std=0.02,
+                                    weights_dtype="float16", build_on_gpu=True),
 }
 
 
@@ -110,16 +120,22 @@ def _build(name: str, recipe: FixtureRecipe, out: Path, root: Path) -> None:
             eos_token_id=ids["<|endoftext|>"], decoder_start_token_id=ids["<|startoftranscript|>"],
             suppress_tokens=[], begin_suppress_tokens=[ids["Ġ"], ids["<|endoftext|>"]])
         torch.manual_seed(recipe.seed)
-        model = WhisperForConditionalGeneration(config).eval()
+        with torch.device(build_device(recipe.build_on_gpu)):
+            model = WhisperForConditionalGeneration(config).eval()
     generation = model.generation_config
     generation.suppress_tokens = _non_speech_tokens(tokenizer)
     generation.begin_suppress_tokens = [ids["Ġ"], ids["<|endoftext|>"]]
     generation.decoder_start_token_id = ids["<|startoftranscript|>"]
     generation.no_timestamps_token_id = ids["<|notimestamps|>"]
     generation.is_multilingual = False
-    model.save_pretrained(out)
+    model.to(getattr(torch, recipe.weights_dtype)).save_pretrained(out)
     tokenizer.save(str(out / "tokenizer.json"))
     WhisperFeatureExtractor(feature_size=80).save_pretrained(out)
+
+
+def build_device(on_gpu: bool) -> str:
+    """Where a fixture is initialized: a full-size one on the GPU when there is one."""
+    return "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
 
 
 def _perturbed(model, recipe: FixtureRecipe):

@@ -1,0 +1,170 @@
+"""Truth sets for `foresay bench turns` spoken by a real neural voice (Piper en_US-joe-medium).
+
+    python -m foresay.engine.demo.turn_sets --voice piper --out turns/piper --requests 40
+    python -m foresay.engine.demo.turn_sets --voice piper --out turns/piper-paused --pause 0.45-0.75
+    python -m foresay.engine.demo.turn_sets --voice piper --out turns/piper-two --gap-s 2.5 --room silence
+
+The requests are `assistant_requests.REQUESTS` (commands, questions, read sentences, digit
+strings) in a seeded order. Each is read with its own speaking rate and variation (Piper's
+`length_scale`, `noise_scale`, `noise_w_scale`), so the set is not one monotone reading. With
+`--pause`, the request is read with a comma at its phrase break (so the intonation runs on, as a
+speaker's who stops to think) and the comma's silence is stretched to the drawn length; only
+requests with a phrase break are used then. With `--gap-s`, each recording holds two requests,
+that far apart (two turns). `--room noise`: low-passed (pink-ish) noise at 15-35 dB below the
+speech covers the whole recording; `--room silence`: digital silence around and between the
+speech. The truth format is `turn_sets`' (`{"audio", "turns": [{"start_s", "end_s", "text"}],
+"pause_s", "spoken", "voice"}`); digits stay digits in the truth text.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from foresay.engine.demo.assistant_requests import PHRASE_BREAK, REQUESTS, break_index, spoken_text
+from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, loud_frames, write_wav
+from foresay.engine.errors import ForesayError
+
+VOICE = "piper-en_US-joe-medium"
+ROOMS = ("noise", "silence")
+MIN_COMMA_PAUSE_S = 0.12  # a comma Piper reads leaves at least this much silence
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How one request is read (Piper's synthesis settings)."""
+    length_scale: float  # > 1: slower
+    noise_scale: float  # variation of the voice
+    noise_w_scale: float  # variation of the phoneme lengths
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> "Reading":
+        return cls(round(rng.uniform(0.85, 1.25), 3), round(rng.uniform(0.4, 0.9), 3), round(rng.uniform(0.5, 1.0), 3))
+
+    def label(self) -> str:
+        return f"{VOICE} length {self.length_scale} noise {self.noise_scale} noise_w {self.noise_w_scale}"
+
+
+def load_voice(seed: int = 0):
+    """The voice, its sampling seeded: a set renders alike each time (with one onnxruntime)."""
+    import onnxruntime
+    from piper import PiperVoice
+
+    from foresay.engine.registry_models import require_registry_model
+
+    onnxruntime.set_seed(seed)  # the seed a session takes when it is made
+    return PiperVoice.load(str(require_registry_model(VOICE) / "en_US-joe-medium.onnx"))
+
+
+def read(voice, text: str, reading: Reading) -> np.ndarray:
+    """16 kHz float32 samples of `text`, trimmed to its speech (frames within 35 dB of the loudest)."""
+    from piper import SynthesisConfig
+
+    from foresay.audio.resample import resample
+
+    config = SynthesisConfig(length_scale=reading.length_scale, noise_scale=reading.noise_scale,
+                             noise_w_scale=reading.noise_w_scale)
+    chunks = list(voice.synthesize(text, syn_config=config))
+    if not chunks:
+        raise ForesayError(f"Piper rendered nothing for {text!r}")
+    samples = resample(np.concatenate([c.audio_float_array for c in chunks]), chunks[0].sample_rate, SAMPLE_RATE)
+    loud = np.flatnonzero(loud_frames(samples))
+    return samples[loud[0] * FRAME: (loud[-1] + 1) * FRAME]
+
+
+def longest_gap(samples: np.ndarray) -> tuple[int, int]:
+    """(first, end) sample of the longest run of quiet frames inside the speech."""
+    quiet = np.concatenate([[False], ~loud_frames(samples), [False]])
+    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
+    runs = list(zip(edges[::2], edges[1::2]))
+    if not runs:
+        return 0, 0
+    start, end = max(runs, key=lambda run: run[1] - run[0])
+    return int(start) * FRAME, int(end) * FRAME
+
+
+def read_with_pause(voice, request: str, reading: Reading, pause_s: float) -> tuple[np.ndarray, str]:
+    """(samples, text given to Piper): the request read with a comma at its phrase break, the
+    comma's silence stretched (or shrunk) to `pause_s`."""
+    k = break_index(request)
+    if k is None:
+        raise ForesayError(f"no phrase break marked in {request!r}")
+    words = spoken_text(request).split()
+    head = " ".join(words[:k]).rstrip(",")
+    spoken = f"{head}, {' '.join(words[k:])}"
+    samples = read(voice, spoken, reading)
+    start, end = longest_gap(samples)
+    if end - start < MIN_COMMA_PAUSE_S * SAMPLE_RATE:
+        raise ForesayError(f"Piper left no pause at the comma of {spoken!r}")
+    middle = np.zeros(round(pause_s * SAMPLE_RATE), np.float32)
+    return np.concatenate([samples[:start], middle, samples[end:]]), spoken
+
+
+def room_noise(n: int, level: float, rng: np.random.Generator) -> np.ndarray:
+    """Low-passed white noise (a room's hum and air more than hiss) of RMS `level`."""
+    white = rng.standard_normal(n + 64)
+    kernel = np.exp(-np.arange(64) / 12.0)
+    noise = np.convolve(white, kernel / kernel.sum(), mode="valid")[:n]
+    return (noise / (noise.std() or 1.0) * level).astype(np.float32)
+
+
+def pick_requests(count: int, rng: random.Random, need_break: bool) -> list[str]:
+    pool = [r for r in REQUESTS if PHRASE_BREAK in r] if need_break else list(REQUESTS)
+    if count > len(pool):
+        raise ForesayError(f"only {len(pool)} requests{' with a phrase break' if need_break else ''} "
+                           f"to choose from, not {count}")
+    return rng.sample(pool, count)
+
+
+def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None = None, room: str = "noise",
+                    gap_s: float | None = None, seed: int = 0, lead_s: float = 0.5, tail_s: float = 0.3) -> Path:
+    """Render the set into folder `out`; returns the path of its `set.jsonl`."""
+    if room not in ROOMS:
+        raise ForesayError(f"room must be one of {', '.join(ROOMS)}, not {room!r}")
+    if requests < 1:
+        raise ForesayError("a truth set needs at least one request")
+    if pause is not None and not 0 < pause[0] <= pause[1]:
+        raise ForesayError(f"pause range must be 0 < min <= max seconds, got {pause}")
+    if gap_s is not None and gap_s <= 0:
+        raise ForesayError(f"the gap between two requests must be positive, got {gap_s}")
+    rng = random.Random(f"piper-set:{seed}")
+    per_recording = 2 if gap_s else 1
+    texts = pick_requests(requests * per_recording, rng, need_break=pause is not None)
+    voice = load_voice(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(requests):
+        pieces, turns, spoken, readings, pauses = [np.zeros(round(lead_s * SAMPLE_RATE), np.float32)], [], [], [], []
+        at = lead_s
+        for j, request in enumerate(texts[i * per_recording:(i + 1) * per_recording]):
+            if j:
+                pieces.append(np.zeros(round(gap_s * SAMPLE_RATE), np.float32))
+                at += gap_s
+            reading = Reading.draw(rng)
+            if pause is not None:
+                pauses.append(round(rng.uniform(*pause), 3))
+                samples, said = read_with_pause(voice, request, reading, pauses[-1])
+            else:
+                samples, said = read(voice, spoken_text(request), reading), spoken_text(request)
+            pieces.append(samples)
+            turns.append({"start_s": round(at, 3), "end_s": round(at + len(samples) / SAMPLE_RATE, 3),
+                          "text": spoken_text(request)})
+            at += len(samples) / SAMPLE_RATE
+            spoken.append(said)
+            readings.append(reading.label())
+        pieces.append(np.zeros(round(tail_s * SAMPLE_RATE), np.float32))
+        recording = np.concatenate(pieces)
+        if room == "noise":
+            speech_rms = float(np.sqrt(np.mean(np.concatenate(pieces[1:-1]) ** 2)))
+            level = speech_rms * 10 ** (-rng.uniform(15.0, 35.0) / 20)
+            recording = recording + room_noise(len(recording), level, np.random.default_rng(rng.getrandbits(32)))
+        name = f"{i:04d}.wav"
+        write_wav(out / name, recording)
+        lines.append({"audio": name, "turns": turns, "pause_s": pauses[0] if len(pauses) == 1 else (pauses or None),
+                      "spoken": " / ".join(spoken), "voice": "; ".join(readings), "room": room})
+    path = out / "set.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path

@@ -1,0 +1,70 @@
+"""Truth sets read by the Piper voice: the turn_sets format, the pause where the phrase breaks,
+two requests 2.5 s apart, room noise or digital silence, the same audio for the same seed."""
+import json
+
+import numpy as np
+import pytest
+
+from foresay.app.bench.turns import read_set
+from foresay.audio.files import load_audio
+from foresay.engine.demo.assistant_requests import REQUESTS, break_index, spoken_text
+from foresay.engine.demo.piper_sets import build_piper_set
+from foresay.engine.demo.turn_sets import main
+from foresay.engine.errors import ForesayError
+
+
+@pytest.fixture(autouse=True)
+def piper(registry_model):
+    registry_model("piper-en_US-joe-medium")
+
+
+def test_a_paused_set_stretches_the_comma_to_the_drawn_pause(tmp_path):
+    path = build_piper_set(tmp_path / "paused", 2, pause=(0.45, 0.75), room="silence", seed=1)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    recordings = read_set(path)  # `foresay bench turns` replays it unchanged
+    for line, recording in zip(lines, recordings):
+        (turn,) = recording.turns
+        assert 0.45 <= line["pause_s"] <= 0.75 and line["room"] == "silence"
+        assert turn.text in {spoken_text(r) for r in REQUESTS} and "," in line["spoken"]
+        assert "length" in line["voice"] and "|" not in turn.text
+        audio = load_audio(recording.audio)[0]
+        speech = audio[round(turn.start_s * 16_000): round(turn.end_s * 16_000)]
+        zero = np.concatenate([[False], speech == 0, [False]])
+        edges = np.flatnonzero(np.diff(zero.astype(np.int8)))
+        longest = max(b - a for a, b in zip(edges[::2], edges[1::2]))
+        assert abs(longest / 16_000 - line["pause_s"]) < 0.002  # inside the speech, at the comma
+
+
+def test_two_requests_in_digital_silence_are_two_turns_2_5_s_apart(tmp_path):
+    path = build_piper_set(tmp_path / "two", 1, room="silence", gap_s=2.5, seed=2)
+    (recording,) = read_set(path)
+    first, second = recording.turns
+    assert second.start_s - first.end_s == pytest.approx(2.5, abs=0.002)
+    audio = load_audio(recording.audio)[0]
+    gap = audio[round(first.end_s * 16_000) + 160: round(second.start_s * 16_000) - 160]
+    assert np.abs(gap).max() == 0 and np.abs(audio[:7000]).max() == 0
+
+
+def test_the_same_seed_renders_the_same_set_in_room_noise(tmp_path):
+    for name in ("a", "b"):
+        assert main(["--voice", "piper", "--out", str(tmp_path / name), "--requests", "1", "--seed", "3"]) == 0
+    assert (tmp_path / "a" / "0000.wav").read_bytes() == (tmp_path / "b" / "0000.wav").read_bytes()
+    (recording,) = read_set(tmp_path / "a" / "set.jsonl")
+    audio = load_audio(recording.audio)[0]
+    assert np.abs(audio[:4000]).max() > 0  # room noise before the speech
+
+
+def test_bad_requests_are_refused(tmp_path, capsys):
+    with pytest.raises(ForesayError, match="requests with a phrase break"):
+        build_piper_set(tmp_path, 1000, pause=(0.5, 0.6))
+    with pytest.raises(ForesayError, match="room"):
+        build_piper_set(tmp_path, 1, room="hall")
+    assert main(["--out", str(tmp_path), "--gap-s", "2.5"]) == 2
+    assert "--voice piper" in capsys.readouterr().err
+
+
+def test_the_phrase_break_marks():
+    assert break_index("Call my brother | on his mobile.") == 3
+    assert break_index("Stop the music.") is None
+    assert spoken_text("Dial 5 5 5 | 0 1 9 9.") == "Dial 5 5 5 0 1 9 9."
+    assert sum(break_index(r) is not None for r in REQUESTS) >= 40

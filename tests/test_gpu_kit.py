@@ -1,0 +1,150 @@
+"""The GPU kit: its dry run on the CPU reports every section, what it imports is on the GPU image
+or carried, `prepare` carries only what the image lacks, and a section's hang or crash is
+recorded without losing the others."""
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from foresay.app.bench import gpu_kit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wheels_module():
+    spec = importlib.util.spec_from_file_location("gpu_kit_wheels", ROOT / "packaging" / "gpu_kit_wheels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def numbers_in(value) -> list:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [value]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in numbers_in(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in numbers_in(v)]
+    return []
+
+
+def distributions_of(modules) -> set[str]:
+    """Normalized distributions that provide the top-level `modules` (stdlib and Foresay left out)."""
+    owners = metadata.packages_distributions()
+    tops = {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - {"foresay"}
+    return {re.sub(r"[-_.]+", "-", d).lower() for top in tops if not top.startswith("_") for d in owners.get(top, [])}
+
+
+def allowed_on_image(wheels) -> set[str]:
+    """The image's packages, the carried ones, and (installed here) what they require, extras left out."""
+    allowed = set(wheels.image_packages()) | {wheels.normalized(n) for n in wheels.CARRIED}
+    todo = list(allowed)
+    while todo:
+        try:
+            requires = metadata.requires(todo.pop()) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            if re.search(r"\bextra\s*==", line):
+                continue
+            name = wheels.normalized(re.split(r"[ ;<>=!~\[(]", line, maxsplit=1)[0])
+            if name not in allowed:
+                allowed.add(name)
+                todo.append(name)
+    return allowed
+
+
+# The dry run in a fresh interpreter, so that everything it imports can be seen.
+DRY_RUN = """
+import json, sys
+from foresay.app.bench import gpu_kit
+code = gpu_kit.main(["--out", sys.argv[1], "--device", "cpu", "--small", "--in-process", "--work", sys.argv[2]])
+json.dump(sorted(sys.modules), open(sys.argv[3], "w"))
+sys.exit(code)
+"""
+
+
+def test_dry_run_reports_every_section_with_figures_or_a_reason(tmp_path, fixture_dir):
+    modules = tmp_path / "modules.json"
+    subprocess.run([sys.executable, "-c", DRY_RUN, str(tmp_path), str(tmp_path / "work"), str(modules)],
+                   check=True, env={**os.environ, "FORESAY_FIXTURE_DIR": str(fixture_dir)})
+    imported = json.loads(modules.read_text())
+    report = json.loads((tmp_path / gpu_kit.REPORT).read_text())
+    assert list(report["sections"]) == list(gpu_kit.SECTIONS)
+    for name, entry in report["sections"].items():
+        if entry["status"] == "skipped":
+            assert entry["reason"].strip(), name
+        else:
+            assert entry["status"] == "ok", (name, entry)
+            assert numbers_in(entry["figures"]), name
+    sections = report["sections"]
+    assert sections["zonos"]["status"] == "skipped" and "Zonos" in sections["zonos"]["reason"]
+    assert set(sections["bench_gpu"]["figures"]["llm"]["by_context"]) == {"32", "64"}
+    assert set(sections["bench_gpu"]["figures"]["asr"]["by_window_s"]) == {"10", "30"}
+    exact = sections["exactness"]["figures"]
+    assert exact["reply_identical"] == 1.0 and exact["exact_verified"] and exact["dtype"] == "bfloat16"
+    for name in ("asr_final", "qwen3_asr"):
+        rows = sections[name]["figures"].values()
+        assert rows and all(row["identical"] and row["greedy_ms"] > 0 for row in rows)
+    replay = sections["replay"]["figures"]
+    assert replay["turns"] and "warming up" in replay["load_s"]
+    assert {"plain", "streams"} <= set(sections["streams"]["figures"]["methods"]) or \
+        sections["streams"]["figures"]["missed_turns"] == 0
+    assert report["kit"]["small"] is True and report["kit"]["total_s"] > 0
+    # everything the sections imported is on the GPU image or carried to it
+    wheels = wheels_module()
+    assert distributions_of(imported) - allowed_on_image(wheels) == set()
+
+
+def test_prepare_carries_only_what_the_image_lacks(monkeypatch):
+    wheels = wheels_module()
+    image = wheels.image_packages()
+    assert {"torch", "transformers", "numpy", "tokenizers", "safetensors", "onnxruntime"} <= image
+    assert wheels.missing_from_image(wheels.carried(image), image) == wheels.carried(image)
+    assert wheels.missing_from_image(["numpy", "Platformdirs", "huggingface_hub", "soxr"], image) == \
+        ["Platformdirs", "soxr"]
+    monkeypatch.setitem(wheels.CARRIED, "numpy", "a package the image has")
+    with pytest.raises(SystemExit, match="numpy already in the GPU image"):
+        wheels.carried(image)
+    monkeypatch.delitem(wheels.CARRIED, "numpy")
+    pins = wheels.requirements(wheels.carried(image))
+    assert all(re.fullmatch(r"[\w.-]+==[\w.+-]+", pin) for pin in pins)
+
+
+def test_a_hung_or_crashed_section_becomes_an_error_entry(tmp_path):
+    part = tmp_path / "part.json"
+    hung = gpu_kit.run_isolated([sys.executable, "-c", "import time; time.sleep(30)"], part, 1)
+    assert hung["status"] == "timeout" and "1 s" in hung["error"]
+    crashed = gpu_kit.run_isolated([sys.executable, "-c", "import os; os._exit(3)"], part, 30)
+    assert crashed["status"] == "error" and "exit code 3" in crashed["error"]
+    part.write_text(json.dumps({"status": "ok", "figures": {"x": 1}, "seconds": 0.1}))
+    assert gpu_kit.run_isolated([sys.executable, "-c", "pass"], part, 30)["figures"] == {"x": 1}
+
+
+def test_unknown_section_is_a_one_line_error(capsys):
+    with pytest.raises(SystemExit):
+        gpu_kit.main(["--out", "x", "--sections", "bench_gpu,nope"])
+    assert "unknown section(s) nope" in capsys.readouterr().err
+
+
+def test_the_gpu_sections_name_models_that_exist_offline():
+    """The GPU-only pairs are not run here: each name must be a fixture or a shipped model."""
+    from foresay.app.bench import gpu_kit_sections as sections
+    from foresay.engine.asr.llm.fixtures import is_llm_fixture
+    from foresay.engine.asr.whisper.fixtures import is_fixture
+    from foresay.engine.llm.fixtures import FIXTURES
+    from foresay.engine.model_registry import SHIPPED_LLM_ASR, SHIPPED_WHISPER
+
+    for pair in sections.WHISPER_PAIRS["gpu"]:
+        assert all(is_fixture(name) or name in SHIPPED_WHISPER for name in pair), pair
+    for pair in sections.LLM_ASR_PAIRS["gpu"]:
+        assert all(is_llm_fixture(name) or name in SHIPPED_LLM_ASR for name in pair), pair
+    assert sections.Kit("cuda", False, Path("."), Path("r.wav")).llm() in FIXTURES
