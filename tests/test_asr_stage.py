@@ -265,3 +265,33 @@ def test_a_pause_decode_not_begun_when_the_voice_comes_back_is_skipped_and_loses
     assert not any(isinstance(e, PausedTranscript) for e in events)
     assert len(backend.calls) == 1   # the final only
     assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+
+
+def test_audio_fed_much_faster_than_real_time_reaches_the_final_whole():
+    """A recording replayed as fast as the stage takes it (the pipeline awaits `caught_up()`
+    between blocks) on a slow recognizer: hops take audio that waits for the worker behind a
+    pause decode, and the turn ends before they ran. Every word still reaches the final."""
+    from foresay.engine.events import VoicePaused, VoiceResumed
+    words = ("um", "so", "start", "a", "timer", "for", "seven", "seconds", "please")
+    utterance = SyntheticUtterance(words, pause_after=frozenset({1}))
+    audio = utterance.audio()
+    first_pause = int(utterance.timeline()[2][0])  # "um so" | "start a timer ..."
+    block = 1600
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio[:first_pause]))
+        send(VoicePaused(1, first_pause / SAMPLE_RATE, last_voiced_t=0.8))
+        await asyncio.sleep(0.02)  # its pause decode has begun: the worker is busy
+        send(VoiceResumed(1, first_pause / SAMPLE_RATE))
+        for at in range(first_pause, len(audio), block):
+            send(UserAudio(1, at / SAMPLE_RATE, audio[at: at + block]))
+            await stage.caught_up()
+            await asyncio.sleep(0)
+        end = len(audio) / SAMPLE_RATE
+        send(VoicePaused(1, end, last_voiced_t=utterance.word_ends_s()[-1]))
+        send(TurnEnded(1, end, last_voiced_t=utterance.word_ends_s()[-1]))
+
+    backend = SlowScripted(utterance, seconds=0.2)
+    backend.window_seconds = 6.0  # the demo Whisper's: at most 2 s of audio waits for a hop
+    events = _bus_events(backend, script, StreamingConfig(hop_ms=250))
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == [" ".join(words)]

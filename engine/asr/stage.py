@@ -293,7 +293,10 @@ class StreamingAsr(Stage):
                     return transcriber.hop()
 
                 started = loop.time()
-                partial = await self._decode(step)
+                # The audio is off the pending list now: its step must run even when the turn
+                # ends (and this loop is cancelled) while the step still waits for the worker,
+                # behind a pause decode, say; else those words would never be heard.
+                partial = await asyncio.shield(self.spawn(self._decode(step)))
                 if partial is not None:
                     self.hops_run += 1
                     # an idle worker when the voice pauses: rest as long as a costly hop took
