@@ -75,8 +75,8 @@ def hub_downloads(settings: Settings) -> list[HubDownload]:
         out.append(HubDownload(llm.model, LLM_FILES, llm.revision, "language model"))
     asr = settings.asr
     if asr.chosen_backend == "faster-whisper":
-        from foresay.engine.asr.whisper.faster import fetched_copy
-        repo = None if fetched_copy(asr.target) is not None else faster_whisper_repo(asr.target)
+        from foresay.engine.registry_models import fetched_whisper
+        repo = None if fetched_whisper(asr.target) is not None else faster_whisper_repo(asr.target)
         if repo:
             out.append(HubDownload(repo, CT2_WHISPER_FILES, None, "speech recognizer"))
     else:

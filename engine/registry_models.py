@@ -111,6 +111,17 @@ def registry_model_path(name: str) -> Path | None:
     return folder if (folder / MARKER).is_file() else None
 
 
+# faster-whisper names of the Whisper models the registry carries.
+WHISPER_NAMES = {"tiny.en": "whisper-tiny.en", "Systran/faster-whisper-tiny.en": "whisper-tiny.en",
+                 "base": "whisper-base", "Systran/faster-whisper-base": "whisper-base"}
+
+
+def fetched_whisper(name: str) -> Path | None:
+    """The fetched copy of a faster-whisper name ("tiny.en", "Systran/faster-whisper-base"), or
+    None: with one, the name works offline and nothing needs downloading."""
+    return registry_model_path(WHISPER_NAMES[name]) if name in WHISPER_NAMES else None
+
+
 def require_registry_model(name: str) -> Path:
     """Like `registry_model_path`, but a missing model is an error that says how to get it."""
     folder = registry_model_path(name)

@@ -28,6 +28,7 @@ from foresay.engine.asr.greedy import DecodeStats
 from foresay.engine.asr.whisper.fixtures import ctranslate2_folder, is_fixture
 from foresay.engine.asr.whisper.models import SAMPLE_RATE, check_audio
 from foresay.engine.errors import ModelUnavailable
+from foresay.engine.registry_models import fetched_whisper
 
 COMPUTE_TYPES = ("auto", "int8", "int8_float16", "int8_float32", "float16", "bfloat16", "float32")
 
@@ -175,19 +176,5 @@ def _source(config: FasterWhisperConfig) -> str:
     path = Path(config.model).expanduser()
     if path.is_dir() and is_transformers_whisper(path):
         return str(converted_folder(path, "float16", config.cache_root))
-    folder = None if path.is_dir() else fetched_copy(config.model)
+    folder = None if path.is_dir() else fetched_whisper(config.model)
     return str(folder) if folder is not None else config.model  # without a fetched copy the hub is asked
-
-
-def fetched_copy(name: str) -> Path | None:
-    """The registry's copy of a faster-whisper name ("tiny.en", "Systran/faster-whisper-base"), when
-    fetched: it works offline, and nothing needs downloading."""
-    if name not in REGISTRY_NAMES:
-        return None
-    from foresay.engine.registry_models import registry_model_path
-    return registry_model_path(REGISTRY_NAMES[name])
-
-
-# faster-whisper names that the registry carries (`foresay models fetch`).
-REGISTRY_NAMES = {"tiny.en": "whisper-tiny.en", "Systran/faster-whisper-tiny.en": "whisper-tiny.en",
-                  "base": "whisper-base", "Systran/faster-whisper-base": "whisper-base"}
