@@ -18,22 +18,39 @@ def piper(registry_model):
     registry_model("piper-en_US-joe-medium")
 
 
-def test_a_paused_set_stretches_the_comma_to_the_drawn_pause(tmp_path):
-    path = build_piper_set(tmp_path / "paused", 2, pause=(0.45, 0.75), room="silence", seed=1)
+@pytest.mark.parametrize("style", ["splice", "comma"])
+def test_a_paused_set_holds_the_drawn_pause_at_the_phrase_break(tmp_path, style):
+    path = build_piper_set(tmp_path / "paused", 2, pause=(0.45, 0.75), room="silence", seed=1, pause_style=style)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     recordings = read_set(path)  # `foresay bench turns` replays it unchanged
     for line, recording in zip(lines, recordings):
         (turn,) = recording.turns
-        assert 0.45 <= line["pause_s"] <= 0.75 and line["room"] == "silence"
-        assert turn.text in {spoken_text(r) for r in REQUESTS} and "," in line["spoken"]
+        assert 0.45 <= line["pause_s"] <= 0.75 and line["room"] == "silence" and line["pause_style"] == style
+        request = next(r for r in REQUESTS if spoken_text(r) == turn.text)
+        head = spoken_text(request.partition("|")[0]).rstrip(",")
+        mark = " [pause] " if style == "splice" else ", "
+        assert line["spoken"].startswith(head + mark)
         assert "length" in line["voice"] and "|" not in turn.text
         audio = load_audio(recording.audio)[0]
         speech = audio[round(turn.start_s * 16_000): round(turn.end_s * 16_000)]
         zero = np.concatenate([[False], speech == 0, [False]])
         edges = np.flatnonzero(np.diff(zero.astype(np.int8)))
         longest = max(b - a for a, b in zip(edges[::2], edges[1::2]))
-        assert abs(longest / 16_000 - line["pause_s"]) < 0.002  # inside the speech, at the comma
+        assert abs(longest / 16_000 - line["pause_s"]) < 0.002  # inside the speech, at the break
 
+
+def test_a_spliced_pause_lies_where_the_words_before_the_break_end():
+    """Piper's alignment gives a boundary between every two words; the splice takes the one after
+    the head's last word, and the speech before it is the head's share of the reading."""
+    from foresay.engine.demo.piper_sets import Reading, load_voice, read_aligned
+
+    voice, reading = load_voice(alignments=True), Reading(1.0, 0.667, 0.8)
+    text = "Remind me to call the dentist tomorrow at nine."
+    samples, boundaries = read_aligned(voice, text, reading)
+    assert len(boundaries) == len(text.split()) - 1 and boundaries == sorted(boundaries)
+    head, _ = read_aligned(voice, "Remind me to call the dentist", reading)
+    assert abs(boundaries[5] - len(head)) < 0.25 * len(head)  # the same words, read as a whole
+    assert boundaries[5] < len(samples) * 0.75
 
 def test_two_requests_in_digital_silence_are_two_turns_2_5_s_apart(tmp_path):
     path = build_piper_set(tmp_path / "two", 1, room="silence", gap_s=2.5, seed=2)
@@ -59,6 +76,8 @@ def test_bad_requests_are_refused(tmp_path, capsys):
         build_piper_set(tmp_path, 1000, pause=(0.5, 0.6))
     with pytest.raises(ForesayError, match="room"):
         build_piper_set(tmp_path, 1, room="hall")
+    with pytest.raises(ForesayError, match="pause style"):
+        build_piper_set(tmp_path, 1, pause=(0.5, 0.6), pause_style="cut")
     assert main(["--out", str(tmp_path), "--gap-s", "2.5"]) == 2
     assert "--voice piper" in capsys.readouterr().err
 

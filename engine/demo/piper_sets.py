@@ -30,7 +30,10 @@ from foresay.engine.errors import ForesayError
 
 VOICE = "piper-en_US-joe-medium"
 ROOMS = ("noise", "silence")
+PAUSE_STYLES = ("splice", "comma")
 MIN_COMMA_PAUSE_S = 0.12  # a comma Piper reads leaves at least this much silence
+FADE_S = 0.005            # the fade out and in around a spliced pause (no click)
+STRESS = str.maketrans("", "", "ˈˌ")
 
 
 @dataclass(frozen=True)
@@ -48,31 +51,55 @@ class Reading:
         return f"{VOICE} length {self.length_scale} noise {self.noise_scale} noise_w {self.noise_w_scale}"
 
 
-def load_voice(seed: int = 0):
-    """The voice, its sampling seeded: a set renders alike each time (with one onnxruntime)."""
+def load_voice(seed: int = 0, alignments: bool = False):
+    """The voice, its sampling seeded: a set renders alike each time (with one onnxruntime).
+    `alignments`: the graph also says how many samples each phoneme took (needs `onnx`)."""
     import onnxruntime
     from piper import PiperVoice
 
     from foresay.engine.registry_models import require_registry_model
 
     onnxruntime.set_seed(seed)  # the seed a session takes when it is made
-    return PiperVoice.load(str(require_registry_model(VOICE) / "en_US-joe-medium.onnx"))
+    return PiperVoice.load(str(require_registry_model(VOICE) / "en_US-joe-medium.onnx"),
+                           include_alignments=alignments)
 
 
 def read(voice, text: str, reading: Reading) -> np.ndarray:
     """16 kHz float32 samples of `text`, trimmed to its speech (frames within 35 dB of the loudest)."""
+    return read_aligned(voice, text, reading)[0]
+
+
+def read_aligned(voice, text: str, reading: Reading) -> tuple[np.ndarray, list[int]]:
+    """(16 kHz float32 samples of `text` trimmed to its speech, the sample in them where each
+    boundary between two words lies: the middle of the word gap the phoneme alignment gives;
+    empty when the voice was loaded without alignments)."""
     from piper import SynthesisConfig
 
     from foresay.audio.resample import resample
 
     config = SynthesisConfig(length_scale=reading.length_scale, noise_scale=reading.noise_scale,
                              noise_w_scale=reading.noise_w_scale)
-    chunks = list(voice.synthesize(text, syn_config=config))
+    chunks = list(voice.synthesize(text, syn_config=config, include_alignments=True))
     if not chunks:
         raise ForesayError(f"Piper rendered nothing for {text!r}")
-    samples = resample(np.concatenate([c.audio_float_array for c in chunks]), chunks[0].sample_rate, SAMPLE_RATE)
+    rate = chunks[0].sample_rate
+    samples = resample(np.concatenate([c.audio_float_array for c in chunks]), rate, SAMPLE_RATE)
     loud = np.flatnonzero(loud_frames(samples))
-    return samples[loud[0] * FRAME: (loud[-1] + 1) * FRAME]
+    first, end = loud[0] * FRAME, (loud[-1] + 1) * FRAME
+    boundaries, at = [], 0
+    for chunk in chunks:
+        for aligned in chunk.phoneme_alignments or ():
+            if aligned.phoneme == " ":
+                boundaries.append(round((at + aligned.num_samples / 2) * SAMPLE_RATE / rate) - first)
+            at += int(aligned.num_samples)
+        at = at if chunk.phoneme_alignments else at + len(chunk.audio_float_array)
+    return samples[first:end], [b for b in boundaries if 0 < b < end - first]
+
+
+def phoneme_words(voice, text: str) -> list[str]:
+    """The words of `text` as the voice phonemizes them, without stress marks or punctuation."""
+    phonemes = "".join(p for sentence in voice.phonemize(text) for p in sentence).translate(STRESS)
+    return [word.strip(".,?!;:") for word in phonemes.strip(" .,?!").split(" ")]
 
 
 def longest_gap(samples: np.ndarray) -> tuple[int, int]:
@@ -86,21 +113,41 @@ def longest_gap(samples: np.ndarray) -> tuple[int, int]:
     return int(start) * FRAME, int(end) * FRAME
 
 
-def read_with_pause(voice, request: str, reading: Reading, pause_s: float) -> tuple[np.ndarray, str]:
-    """(samples, text given to Piper): the request read with a comma at its phrase break, the
-    comma's silence stretched (or shrunk) to `pause_s`."""
+def read_with_pause(voice, request: str, reading: Reading, pause_s: float,
+                    style: str = "splice") -> tuple[np.ndarray, str]:
+    """(samples, the text given to Piper with the pause marked): the request with `pause_s` of
+    digital silence at its phrase break, spliced into one reading or stretched from a comma's
+    (`style`, see the module docstring; `splice` needs a voice loaded with alignments)."""
     k = break_index(request)
     if k is None:
         raise ForesayError(f"no phrase break marked in {request!r}")
     words = spoken_text(request).split()
     head = " ".join(words[:k]).rstrip(",")
-    spoken = f"{head}, {' '.join(words[k:])}"
-    samples = read(voice, spoken, reading)
-    start, end = longest_gap(samples)
-    if end - start < MIN_COMMA_PAUSE_S * SAMPLE_RATE:
-        raise ForesayError(f"Piper left no pause at the comma of {spoken!r}")
     middle = np.zeros(round(pause_s * SAMPLE_RATE), np.float32)
-    return np.concatenate([samples[:start], middle, samples[end:]]), spoken
+    if style == "comma":
+        spoken = f"{head}, {' '.join(words[k:])}"
+        samples = read(voice, spoken, reading)
+        start, end = longest_gap(samples)
+        if end - start < MIN_COMMA_PAUSE_S * SAMPLE_RATE:
+            raise ForesayError(f"Piper left no pause at the comma of {spoken!r}")
+        return np.concatenate([samples[:start], middle, samples[end:]]), spoken
+    if style != "splice":
+        raise ForesayError(f"pause style must be one of {', '.join(PAUSE_STYLES)}, not {style!r}")
+    text = spoken_text(request)
+    samples, boundaries = read_aligned(voice, text, reading)
+    said, head_words = phoneme_words(voice, text), phoneme_words(voice, head)
+    n = len(head_words)
+    # the voice may link a word to the next ("brother on" -> "bɹʌðɚɹ ɔn"): the last head word
+    # need only begin the same
+    if (len(boundaries) != len(said) - 1 or said[:n - 1] != head_words[:n - 1]
+            or not said[n - 1].startswith(head_words[-1])):
+        raise ForesayError(f"Piper's alignment of {text!r} does not show where {head!r} ends")
+    cut = boundaries[n - 1]
+    fade = np.linspace(1.0, 0.0, round(FADE_S * SAMPLE_RATE), dtype=np.float32)
+    before, after = samples[:cut].copy(), samples[cut:].copy()
+    before[-len(fade):] *= fade
+    after[:len(fade)] *= fade[::-1]
+    return np.concatenate([before, middle, after]), f"{head} [pause] {' '.join(words[k:])}"
 
 
 def room_noise(n: int, level: float, rng: np.random.Generator) -> np.ndarray:
@@ -120,10 +167,13 @@ def pick_requests(count: int, rng: random.Random, need_break: bool) -> list[str]
 
 
 def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None = None, room: str = "noise",
-                    gap_s: float | None = None, seed: int = 0, lead_s: float = 0.5, tail_s: float = 0.3) -> Path:
+                    gap_s: float | None = None, seed: int = 0, lead_s: float = 0.5, tail_s: float = 0.3,
+                    pause_style: str = "splice") -> Path:
     """Render the set into folder `out`; returns the path of its `set.jsonl`."""
     if room not in ROOMS:
         raise ForesayError(f"room must be one of {', '.join(ROOMS)}, not {room!r}")
+    if pause_style not in PAUSE_STYLES:
+        raise ForesayError(f"pause style must be one of {', '.join(PAUSE_STYLES)}, not {pause_style!r}")
     if requests < 1:
         raise ForesayError("a truth set needs at least one request")
     if pause is not None and not 0 < pause[0] <= pause[1]:
@@ -133,7 +183,7 @@ def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None 
     rng = random.Random(f"piper-set:{seed}")
     per_recording = 2 if gap_s else 1
     texts = pick_requests(requests * per_recording, rng, need_break=pause is not None)
-    voice = load_voice(seed)
+    voice = load_voice(seed, alignments=pause is not None and pause_style == "splice")
     out.mkdir(parents=True, exist_ok=True)
     lines = []
     for i in range(requests):
@@ -146,7 +196,7 @@ def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None 
             reading = Reading.draw(rng)
             if pause is not None:
                 pauses.append(round(rng.uniform(*pause), 3))
-                samples, said = read_with_pause(voice, request, reading, pauses[-1])
+                samples, said = read_with_pause(voice, request, reading, pauses[-1], pause_style)
             else:
                 samples, said = read(voice, spoken_text(request), reading), spoken_text(request)
             pieces.append(samples)
@@ -164,7 +214,8 @@ def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None 
         name = f"{i:04d}.wav"
         write_wav(out / name, recording)
         lines.append({"audio": name, "turns": turns, "pause_s": pauses[0] if len(pauses) == 1 else (pauses or None),
-                      "spoken": " / ".join(spoken), "voice": "; ".join(readings), "room": room})
+                      "spoken": " / ".join(spoken), "voice": "; ".join(readings), "room": room,
+                      **({"pause_style": pause_style} if pause is not None else {})})
     path = out / "set.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path

@@ -129,15 +129,19 @@ def main(argv: list[str] | None = None) -> int:
                              "requests in the Piper voice en_US-joe-medium (registry model)")
     parser.add_argument("--room", choices=["noise", "silence"], default="noise",
                         help="piper: room noise over the recording, or digital silence around the speech")
+    parser.add_argument("--pause-style", choices=["splice", "comma"], default="splice",
+                        help="piper: the pause spliced into one reading at the phrase break (default), or a "
+                             "comma read there and its silence stretched")
     parser.add_argument("--gap-s", type=float, metavar="SECONDS",
                         help="piper: two requests per recording, this far apart (two turns)")
     args = parser.parse_args(argv)
     try:
         if args.voice == "piper":
             from foresay.engine.demo.piper_sets import build_piper_set
-            path = build_piper_set(args.out, args.requests, args.pause, args.room, args.gap_s, args.seed)
-        elif args.gap_s is not None or args.room != "noise":
-            raise ForesayError("--room and --gap-s need --voice piper")
+            path = build_piper_set(args.out, args.requests, args.pause, args.room, args.gap_s, args.seed,
+                                   pause_style=args.pause_style)
+        elif args.gap_s is not None or args.room != "noise" or args.pause_style != "splice":
+            raise ForesayError("--room, --gap-s and --pause-style need --voice piper")
         else:
             path = build_set(args.out, args.requests, args.pause, args.seed)
     except ForesayError as exc:
