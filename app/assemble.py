@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 LOAD_STEPS = ("language model", "speech recognizer", "voice", "warm-up")
 
 
-def make_endpointer(settings: Settings):
+def make_endpointer(settings: Settings, audio_cue: bool = False):
+    """`audio_cue`: a Smart Turn stage answers at each voice pause."""
     from dataclasses import replace
 
     from foresay.audio.endpoint import Endpointer
@@ -27,7 +28,17 @@ def make_endpointer(settings: Settings):
 
     audio = settings.audio
     config = replace(audio.endpointer, mode=settings.app.mode)
-    return Endpointer(make_vad(audio.vad), config, policy=audio.turn_policy(settings.app.adaptive_endpointing))
+    return Endpointer(make_vad(audio.vad), config,
+                      policy=audio.turn_policy(settings.app.adaptive_endpointing, audio_cue=audio_cue))
+
+
+def load_smart_turn(settings: Settings):
+    """The Smart Turn model, loaded and warmed, when the decision hears its cue; else None."""
+    if not settings.audio.uses_audio_cue(settings.app.adaptive_endpointing):
+        return None
+    from foresay.audio.smart_turn import SmartTurnModel
+
+    return SmartTurnModel(settings.audio.smart_turn)
 
 
 def ready_line(settings: Settings, chat: str, voice: str) -> str:
@@ -59,6 +70,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     from foresay.audio.bargein import BargeInDetector
     from foresay.audio.echo import make_echo_canceller
     from foresay.audio.listener import Listener
+    from foresay.audio.smart_turn_stage import SmartTurnStage
     from foresay.engine.asr import StreamingAsr, build_backend
     from foresay.engine.compute_gate import ComputeGate
     from foresay.engine.llm.backend import load_llm
@@ -85,6 +97,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
         lm = await asyncio.to_thread(load_llm, settings.llm)
         tell(1, f"loading the speech recognizer {settings.asr.target}")
         backend = await asyncio.to_thread(build_backend, settings.asr)
+        smart_turn = await asyncio.to_thread(load_smart_turn, settings)
     except ModelFileMissing:
         raise   # a wrong path: the network and the offline profiles are beside the point
     except ModelUnavailable as exc:
@@ -109,16 +122,18 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     gate = ComputeGate()  # ASR and LLM share the CPU cores or the GPU: an ASR decode goes first
     asr = StreamingAsr(backend, bus.emit, settings.streaming, gate=gate)
     bargein = BargeInDetector(sink.reference, settings.audio.bargein) if settings.audio.barge_in else None
-    listener = Listener(make_endpointer(settings), bus.emit, bargein=bargein,
+    listener = Listener(make_endpointer(settings, audio_cue=smart_turn is not None), bus.emit, bargein=bargein,
                         echo=make_echo_canceller(sink.reference, settings.audio.echo_canceller),
                         adaptive_endpointing=settings.app.adaptive_endpointing)
     llm = PredGenStage(conversation, bus.emit, settings.predgen.engine_config(),
                        make_verifier(settings.predgen.verifier, lm), speculate=settings.predgen.enabled,
                        gate=gate)
+    more = [HistoryWriter(history, bus.emit)] if history is not None else []
+    if smart_turn is not None:
+        more.append(SmartTurnStage(smart_turn, bus.emit, gate=gate))
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
                         speaker=Speaker(tts, sink, bus.emit), sink=sink,
-                        turn_log=TurnLog(bus.emit, paced=not wait_for_replies),
-                        more=[HistoryWriter(history, bus.emit)] if history is not None else [],
+                        turn_log=TurnLog(bus.emit, paced=not wait_for_replies), more=more,
                         wait_for_replies=wait_for_replies)
     tell(3, "warming up")
     await pipeline.warmup()

@@ -18,6 +18,7 @@ from foresay.audio.endpoint import EndpointerConfig
 from foresay.audio.hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, HangoverPolicy
 from foresay.audio.turn_end import TurnEndConfig, TurnEndDecision
 from foresay.audio.playback import PlaybackConfig
+from foresay.audio.smart_turn import SmartTurnConfig
 from foresay.audio.vad import VadConfig
 from foresay.engine.asr.factory import AsrConfig
 from foresay.engine.asr.streaming import StreamingConfig
@@ -116,7 +117,8 @@ class TtsSettings:
 class AudioSettings:
     """input_device / output_device: index or (part of) a name; None: the system default.
     end_of_turn: with [app] adaptive_endpointing, "decision" (the end-of-turn decision, thresholds
-    in `turn_end`) or "hangover" (the older adaptive hangover, bounds in `hangover`);
+    in `turn_end`, with Smart Turn's cue as `smart_turn` says) or "hangover" (the older adaptive
+    hangover, bounds in `hangover`);
     fixed_hangover_s: the hangover when not adaptive.
     barge_in: let the user interrupt a reply by speaking; echo_canceller: auto | webrtc | none.
     The endpointer's mode comes from [app] mode."""
@@ -128,6 +130,7 @@ class AudioSettings:
     endpointer: EndpointerConfig = field(default_factory=EndpointerConfig)
     end_of_turn: str = "decision"
     turn_end: TurnEndConfig = field(default_factory=TurnEndConfig)
+    smart_turn: SmartTurnConfig = field(default_factory=SmartTurnConfig)
     hangover: AdaptiveHangoverConfig = field(default_factory=AdaptiveHangoverConfig)
     fixed_hangover_s: float = 0.7
     barge_in: bool = True
@@ -146,11 +149,21 @@ class AudioSettings:
     def device(spec: str | None) -> int | str | None:
         return int(spec) if spec is not None and spec.strip().isdigit() else spec
 
-    def turn_policy(self, adaptive: bool) -> HangoverPolicy:
-        """The endpointer's policy: fixed unless `adaptive` ([app] adaptive_endpointing)."""
+    def uses_audio_cue(self, adaptive: bool) -> bool:
+        """Whether the end-of-turn decision hears Smart Turn's cue ("auto": when the model is at hand)."""
+        from foresay.audio.smart_turn import wanted
+
+        return (adaptive and self.end_of_turn == "decision" and self.turn_end.cue_weight > 0
+                and wanted(self.smart_turn))
+
+    def turn_policy(self, adaptive: bool, audio_cue: bool = False) -> HangoverPolicy:
+        """The endpointer's policy: fixed unless `adaptive` ([app] adaptive_endpointing);
+        `audio_cue`: an audio model answers at each voice pause (`uses_audio_cue`)."""
         if not adaptive:
             return FixedHangover(self.fixed_hangover_s)
-        return TurnEndDecision(self.turn_end) if self.end_of_turn == "decision" else AdaptiveHangover(self.hangover)
+        if self.end_of_turn == "decision":
+            return TurnEndDecision(self.turn_end, audio_cue=audio_cue)
+        return AdaptiveHangover(self.hangover)
 
     def longest_wait_s(self) -> float:
         """The longest silence any policy here may wait before ending a turn."""

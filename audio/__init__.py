@@ -11,10 +11,11 @@ Everything the rest of the app uses is importable from here (see docs/audio.md):
   `TurnEnded`, and `VoicePaused` / `VoiceResumed` / `TurnResumed` / `EndOfTurnEstimate`),
   `EndpointerConfig`, `PushToTalkGate`, `Mode`, `Turn`.
 - End-of-turn policies (strategy objects; `update(p_end_of_turn, turn_id, revision=,
-  audio_until_t=)` from PredGen): `TurnEndDecision` + `TurnEndConfig` (+ `TurnEndCue` for audio
-  cues), `FixedHangover`, `AdaptiveHangover`, `AdaptiveHangoverConfig`, `HangoverPolicy`.
-- Audio cue: `SmartTurnCue` (+ `SmartTurnConfig`, `SmartTurnModel`): Smart Turn v3.2's
-  P(end of turn) from the turn's last 8 s, once per pause.
+  audio_until_t=)` from PredGen, `audio_cue(turn_id, p, audio_until_t)` from Smart Turn):
+  `TurnEndDecision` + `TurnEndConfig`, `FixedHangover`, `AdaptiveHangover`,
+  `AdaptiveHangoverConfig`, `HangoverPolicy`.
+- Audio cue: `SmartTurnStage` (+ `SmartTurnConfig`, `SmartTurnModel`): Smart Turn v3.2's
+  P(end of turn) from the turn's last 8 s, once per voice pause, as `AudioTurnCue`.
 - Playback: `DeviceSink`, `WavSink`, `PlaybackConfig`, `PlaybackTicket`, `PlayedSpan`.
 - Echo and barge-in: `make_echo_canceller`, `BargeInDetector` (returns `Interrupt` events),
   `BargeInConfig`, `EchoGateConfig`, `PlaybackReference`.
@@ -32,8 +33,9 @@ from .errors import (AudioDeviceError, AudioDeviceLost, AudioError, AudioFileErr
                      DeviceUnavailable, NoAudioDevice, UnsupportedSampleRate)
 from .files import FileSource, load_audio, read_audio_file
 from .hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, HangoverPolicy
-from .smart_turn import SmartTurnConfig, SmartTurnCue, SmartTurnModel
-from .turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision, TurnEndView
+from .smart_turn import SmartTurnConfig, SmartTurnModel
+from .smart_turn_stage import SmartTurnStage
+from .turn_end import TurnEndConfig, TurnEndDecision, TurnEndView
 from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
 from .reference import PlaybackReference
 from .vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
@@ -44,8 +46,8 @@ __all__ = [
     "Vad", "VadConfig", "WebRtcVad", "SileroVad", "make_vad",
     "Endpointer", "EndpointerConfig", "Mode", "PushToTalkGate", "Turn",
     "HangoverPolicy", "FixedHangover", "AdaptiveHangover", "AdaptiveHangoverConfig",
-    "TurnEndDecision", "TurnEndConfig", "TurnEndCue", "TurnEndView",
-    "SmartTurnCue", "SmartTurnConfig", "SmartTurnModel",
+    "TurnEndDecision", "TurnEndConfig", "TurnEndView",
+    "SmartTurnStage", "SmartTurnConfig", "SmartTurnModel",
     "DeviceSink", "WavSink", "PlaybackConfig", "PlaybackTicket", "PlayedSpan",
     "PlaybackReference", "EchoCanceller", "EchoGateConfig", "make_echo_canceller",
     "webrtc_aec_available", "BargeInConfig", "BargeInDetector",

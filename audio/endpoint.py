@@ -153,7 +153,7 @@ class Endpointer:
 
     def feed(self, event: Event) -> None:
         """What the pipeline learned about the open turn (PausedTranscript, DraftUpdated,
-        PauseRechecked), for the turn-taking machine."""
+        PauseRechecked, AudioTurnCue), for the turn-taking machine."""
         self.turns.feed(event)
 
     def estimate(self, p_end_of_turn: float, turn_id: int, revision: int | None = None,

@@ -10,6 +10,7 @@ frame:
     policy.update(p_end, turn_id, revision=, audio_until_t=)  # from outside: PredGen's estimate
     policy.heard(turn_id, revision, steady)  # from outside: was that transcript heard steadily
     policy.rechecking(turn_id, revision)     # from outside: that answer is on its way
+    policy.audio_cue(turn_id, p_end, audio_until_t)  # from outside: an audio model's P(end of turn)
 
 `FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
 look like a complete utterance (high P(end of turn)) and long when they do not, within
@@ -17,14 +18,14 @@ configured bounds. An update may arrive at any moment, also in the middle of a s
 machine compares the silence so far against the newest hangover on its next frame, so a turn
 that just became "complete" ends at once. Updates tagged with another turn's id are ignored
 (a late estimate about the previous turn must not shorten this one). `turn_end.TurnEndDecision`
-is the policy that also weighs how current the estimate is and optional audio cues.
+is the policy that also weighs how current the estimate is and an audio model's cue.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
-            "no sentence end")
+            "no sentence end", "hearing the voice")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,10 @@ class HangoverPolicy:
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         pass
 
-    def sentence_ended(self, turn_id: int, revision: int, ended: bool) -> None:
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None) -> None:
+        pass
+
+    def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         pass
 
     def view(self):

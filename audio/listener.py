@@ -13,7 +13,8 @@ hears the microphone too, also while the reply starts: voice then reopens the sa
 
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
 other way); PausedTranscript (the turn decoded at a voice pause), DraftUpdated (its P(end of
-turn)) and PauseRechecked (whether it was heard steadily), which go to the turn-taking machine
+turn)), PauseRechecked (whether it was heard steadily) and AudioTurnCue (how the voice sounded
+at the pause), which go to the turn-taking machine
 (`turn_taking.TurnTaking`, the one owner of the turn's end) as they are; and the user's
 controls: TalkPressed / TalkReleased (push-to-talk), ModeChanged, MuteChanged.
 """
@@ -24,8 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from foresay.engine.events import (DraftUpdated, Event, Interrupt, ModeChanged, MuteChanged, PauseRechecked,
-                                   PausedTranscript, ReplyHeard, ReplyStarted, SpeechStarted, TalkPressed,
+from foresay.engine.events import (AudioTurnCue, DraftUpdated, Event, Interrupt, ModeChanged, MuteChanged,
+                                   PauseRechecked, PausedTranscript, ReplyHeard, ReplyStarted, SpeechStarted, TalkPressed,
                                    TalkReleased, TurnEnded, UserAudio)
 from foresay.engine.stage import Stage
 
@@ -34,7 +35,7 @@ from .endpoint import Endpointer
 
 
 class Listener(Stage):
-    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated, PausedTranscript, PauseRechecked,
+    consumes = (ReplyStarted, ReplyHeard, Interrupt, DraftUpdated, PausedTranscript, PauseRechecked, AudioTurnCue,
                 TalkPressed, TalkReleased, ModeChanged, MuteChanged)
     name = "listener"
 
@@ -127,7 +128,7 @@ class Listener(Stage):
                 speaking = self.bargein.speaking_since  # already talking as the reply ends
                 self.bargein.disarm()
                 self._release_held(speaking)
-        elif isinstance(event, (PausedTranscript, DraftUpdated, PauseRechecked)):
+        elif isinstance(event, (PausedTranscript, DraftUpdated, PauseRechecked, AudioTurnCue)):
             self.endpointer.feed(event)
         elif isinstance(event, TalkPressed):
             self.endpointer.press(event.t)

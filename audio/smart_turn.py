@@ -12,9 +12,8 @@ Whisper's log-mel spectrogram of that window, computed here in numpy (no torch, 
 
 `SmartTurnModel` runs the int8 ONNX graph (`input_features` [1, 80, 800] -> a sigmoid
 probability [1, 1]) in one onnxruntime session, one intra-op thread, warmed once. A call costs
-tens of ms on a CPU, so `SmartTurnCue` never runs it per frame: it keeps the open turn's audio
-as frames are observed and, asked for `p_end()` once `pause_s` of silence follows the voice,
-runs the model once on the audio up to that point and keeps the answer until voice comes again.
+tens of ms on a CPU, so it never runs per frame nor on the event loop: `smart_turn_stage`
+calls it once per voice pause, in its own worker thread.
 """
 from __future__ import annotations
 
@@ -25,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from .blocks import SAMPLE_RATE
-from .turn_end import TurnEndCue
 
 MODEL_NAME = "smart-turn-v3.2"
+USES = ("auto", "on", "off")
 MODEL_FILE = "smart-turn-v3.2-cpu.onnx"
 WINDOW_S = 8.0                      # the model always reads 8 s
 WINDOW_SAMPLES = int(WINDOW_S * SAMPLE_RATE)
@@ -37,31 +36,31 @@ FRAMES = WINDOW_SAMPLES // HOP      # 800
 
 @dataclass(frozen=True)
 class SmartTurnConfig:
-    """The Smart Turn cue.
+    """The Smart Turn cue ([audio.smart_turn]).
 
+    use: "off" (the default: on Piper and espeak-ng speech the cue bought no fewer cut-offs
+        and cost delay, docs/benchmarks.md), "auto" (when the model is at hand: `model_path`, or
+        the registry copy fetched) or "on" (a missing model is an error at start).
     model_path: the ONNX file; None: the registry copy (`foresay models fetch smart-turn-v3.2`).
     threads: onnxruntime intra-op threads (1: the call stays off the other cores).
     window_s: how much of the turn's end the model hears, at most 8 s (the rest of the 8 s
         input is zeros in front).
-    pause_s: the silence after voice before the cue gives an opinion: the audio it judges ends
-        this long after the last voiced frame (pipecat asks at its VAD stop, 0.2 s).
-    weight: the cue's weight when `TurnEndDecision` combines it with other estimates.
+    The audio judged at a voice pause ends where the pause was declared (`VoicePaused.t`,
+    [audio.endpointer] pause_ms after the last voiced frame); its weight in the end-of-turn
+    decision is [audio.turn_end] cue_weight.
     """
+    use: str = "off"
     model_path: str | None = None
     threads: int = 1
     window_s: float = WINDOW_S
-    pause_s: float = 0.2
-    weight: float = 1.0
 
     def __post_init__(self):
+        if self.use not in USES:
+            raise ValueError(f"smart turn: use must be one of {', '.join(USES)}, got {self.use!r}")
         if self.threads < 1:
             raise ValueError("smart turn: threads must be at least 1")
         if not 0.0 < self.window_s <= WINDOW_S:
             raise ValueError(f"smart turn: window_s must be in (0, {WINDOW_S:g}] (the model reads {WINDOW_S:g} s)")
-        if self.pause_s < 0:
-            raise ValueError("smart turn: pause_s must not be negative")
-        if self.weight < 0:
-            raise ValueError("smart turn: weight must not be negative")
 
 
 # --- features ---------------------------------------------------------------------------------
@@ -132,6 +131,18 @@ def smart_turn_features(audio: np.ndarray, window_s: float = WINDOW_S) -> np.nda
 
 # --- the model ----------------------------------------------------------------------------------
 
+def wanted(config: SmartTurnConfig) -> bool:
+    """Whether the cue runs: "on", or "auto" with the model at hand (no download is started)."""
+    if config.use != "auto":
+        return config.use == "on"
+    if config.model_path:
+        return Path(config.model_path).is_file()
+    from foresay.engine.registry_models import registry_model_path
+
+    path = registry_model_path(MODEL_NAME)
+    return path is not None and (path / MODEL_FILE).is_file()
+
+
 def resolve_model_path(config: SmartTurnConfig) -> Path:
     """The ONNX file of `config`, or a clear error that says how to fetch it."""
     from foresay.engine.errors import ModelUnavailable
@@ -174,49 +185,3 @@ class SmartTurnModel:
     def predict(self, audio: np.ndarray) -> float:
         """P(end of turn) for a turn's audio (16 kHz; its last `window_s` are heard)."""
         return self.predict_features(smart_turn_features(audio, self.config.window_s))
-
-
-# --- the cue ------------------------------------------------------------------------------------
-
-class SmartTurnCue(TurnEndCue):
-    """Smart Turn's P(end of turn) for `TurnEndDecision` (see the module docstring). `p_end()` is
-    None while the turn has had no voice or the silence after it is shorter than `pause_s`."""
-
-    def __init__(self, model: SmartTurnModel | None = None, config: SmartTurnConfig | None = None):
-        self.config = config or (model.config if model is not None else SmartTurnConfig())
-        self.model = model or SmartTurnModel(self.config)
-        self.weight = self.config.weight
-        self._keep = int(self.config.window_s * SAMPLE_RATE)
-        self._pause = int(round(self.config.pause_s * SAMPLE_RATE))
-        self.begin_turn(0)
-
-    def begin_turn(self, turn_id: int) -> None:
-        self._frames: list[np.ndarray] = []
-        self._start = 0                   # turn sample index of the first kept frame
-        self._total = 0                   # samples observed in this turn
-        self._voiced_until: int | None = None  # end of the last voiced frame, in samples
-        self._p: float | None = None      # the answer for the current pause
-
-    def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
-        frame = np.asarray(frame, np.float32).reshape(-1)
-        self._frames.append(frame)
-        self._total += len(frame)
-        if voiced:
-            self._voiced_until, self._p = self._total, None
-        end = self._heard_until()
-        while self._frames and self._start + len(self._frames[0]) <= end - self._keep:
-            self._start += len(self._frames.pop(0))
-
-    def _heard_until(self) -> int:
-        """Where the audio the next answer judges ends (`pause_s` after the voice, or now)."""
-        if self._voiced_until is None:
-            return self._total
-        return min(self._total, self._voiced_until + self._pause)
-
-    def p_end(self) -> float | None:
-        if self._voiced_until is None or self._total - self._voiced_until < self._pause:
-            return None
-        if self._p is None:
-            audio = np.concatenate(self._frames)[:self._heard_until() - self._start]
-            self._p = self.model.predict(audio)
-        return self._p

@@ -16,19 +16,30 @@
   it finished; such an estimate waits at least `unsteady_s`, and so does one whose check is still
   under way (`rechecking`, from `PausedTranscript`): on a busy machine the check's answer may come
   after `complete_s`, and a finished-sounding fragment must not end the turn meanwhile;
-- whether the recognizer wrote a sentence end (`sentence_ended(turn_id, revision, ended)`, from
-  `PausedTranscript`): a recognizer that punctuates ends a whole request with ". ? !" and a
-  fragment with none ("Convert 14 kilometers"), from the voice as much as from the words, while
-  the LLM, taught to read unpunctuated requests too, may find the fragment whole; such an
-  estimate waits at least `open_sentence_s` (0: off, for a recognizer that writes no punctuation);
+- whether the recognizer ended the transcript with a sentence end (`sentence_ended(turn_id,
+  revision, ended, p)`, from `PausedTranscript`): a recognizer that punctuates ends a whole
+  request with ". ? !" and a fragment with none ("Convert 14 kilometers"), from the voice as much
+  as from the words, while the LLM, taught to read unpunctuated requests too, may find the
+  fragment whole. A Whisper also says how sure it was (`p`, its P(". ? !") after the last word):
+  a speaker who stops mid-request with the voice still running on leaves it unsure even where the
+  words would make a whole request ("Call my brother" ... "on his mobile"). A transcript without
+  a sentence end, or whose `p` is below `sentence_end_p`, waits at least `open_sentence_s` (0:
+  off, for a recognizer that writes no punctuation);
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
-- optional cues (`TurnEndCue`): anything that reads the turn's audio frame by frame and gives
-  its own probability that the turn has ended (a prosody cue, a small audio turn model such as
-  Smart Turn). They are combined with the LLM's estimate in log-odds, each with its weight, and
-  never trusted alone: without a current LLM estimate, a cue may lengthen the wait beyond
-  `no_estimate_s` but not shorten it (alone, Smart Turn cuts most pauses inside real requests).
+- an audio model's cue (`audio_cue(turn_id, p, audio_until_t)`, from `AudioTurnCue`: Smart Turn
+  reading the turn's last 8 s at each voice pause): how the words were said, where the LLM reads
+  only what was said. It counts only when it heard the audio through the last voiced frame, and
+  never ends a turn alone: without a current LLM estimate it may lengthen the wait beyond
+  `no_estimate_s`, not shorten it (alone, Smart Turn cuts most pauses inside real requests). When
+  the decision was told that such a cue comes at each pause (`audio_cue=True`), the turn does not
+  end before the cue of the current pause has answered, unless the silence reaches `cue_wait_s`.
 
-The wait follows the combined probability p: `complete_s` when p >= `complete_p` ("sounds
+The estimates are fused as independent evidence, in log-odds: the LLM's times `llm_weight`
+(clipped to [`incomplete_p`, `complete_p`] when a cue takes part: a small chat model says 0.9999
+after a whole request that may still go on), plus the cue's times `cue_weight`. A cue of 0.5 changes nothing;
+below it the wait grows, above it an unsure LLM estimate sounds more finished.
+
+The wait follows the fused probability p: `complete_s` when p >= `complete_p` ("sounds
 finished"), `incomplete_s` when p <= `incomplete_p` ("sounds unfinished"), and in between
 linear in log-odds. It is never shorter than `min_silence_s` (stop consonants and breaths are
 silent for tens of ms inside words).
@@ -58,6 +69,11 @@ class TurnEndConfig:
     open_sentence_s: the shortest wait on an estimate whose transcript the recognizer did not end
         with a sentence end (verdict "no sentence end"); 0: off, else between `complete_s` and
         `incomplete_s`. Turn it off for a recognizer that writes no punctuation.
+    sentence_end_p: a transcript whose recognizer gave P(sentence end) below this counts as left
+        without a sentence end, whatever mark won (0: only the written mark counts).
+    cue_weight: weight of the audio cue's log-odds, added to the LLM's (0: the cue is ignored).
+    cue_wait_s: when an audio cue is expected, the shortest wait while the current pause's cue has
+        not answered (verdict "hearing the voice"), between `complete_s` and `incomplete_s`.
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.47 s)
@@ -70,6 +86,9 @@ class TurnEndConfig:
     llm_weight: float = 1.0
     unsteady_s: float = 0.8   # pauses inside requests last 0.3-0.7 s in the turn sets
     open_sentence_s: float = 0.9  # such a pause measures up to 0.81 s from the last voiced frame
+    sentence_end_p: float = 0.8
+    cue_weight: float = 0.5
+    cue_wait_s: float = 0.3   # Smart Turn answers 0.15-0.25 s into the silence on a 2-core CPU
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
@@ -82,22 +101,12 @@ class TurnEndConfig:
             raise ValueError("turn end: need complete_s <= unsteady_s <= incomplete_s")
         if self.open_sentence_s and not self.complete_s <= self.open_sentence_s <= self.incomplete_s:
             raise ValueError("turn end: need open_sentence_s 0 (off) or complete_s <= open_sentence_s <= incomplete_s")
-
-
-class TurnEndCue:
-    """A cue from the audio. `observe` sees every frame of an open turn (capture order);
-    `p_end()` is its probability that the turn has ended, or None when it has no opinion.
-    `weight` is its weight in the log-odds combination."""
-    weight: float = 1.0
-
-    def begin_turn(self, turn_id: int) -> None:
-        pass
-
-    def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
-        pass
-
-    def p_end(self) -> float | None:
-        return None
+        if not 0.0 <= self.sentence_end_p < 1.0:
+            raise ValueError("turn end: sentence_end_p must be in [0, 1)")
+        if self.cue_weight < 0:
+            raise ValueError("turn end: cue_weight must not be negative")
+        if not self.complete_s <= self.cue_wait_s <= self.incomplete_s:
+            raise ValueError("turn end: need complete_s <= cue_wait_s <= incomplete_s")
 
 
 def _logit(p: float) -> float:
@@ -106,9 +115,11 @@ def _logit(p: float) -> float:
 
 
 class TurnEndDecision(HangoverPolicy):
-    def __init__(self, config: TurnEndConfig | None = None, cues: tuple[TurnEndCue, ...] = ()):
+    def __init__(self, config: TurnEndConfig | None = None, audio_cue: bool = False):
+        """`audio_cue`: an audio model answers at each voice pause (`audio_cue()`); the turn
+        waits for that answer up to `cue_wait_s`."""
         self.config = config or TurnEndConfig()
-        self.cues = tuple(cues)
+        self.expects_cue = audio_cue
         self._turn_id: int | None = None
         self._p_llm: float | None = None
         self._revision = -1
@@ -117,6 +128,7 @@ class TurnEndDecision(HangoverPolicy):
         self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
         self._checking: set[int] = set()  # revisions of this turn whose steadiness check is under way
         self._open: set[int] = set()  # revisions of this turn the recognizer wrote no sentence end after
+        self._cue: tuple[float, float] | None = None  # the audio cue: (p, audio heard until)
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -124,8 +136,7 @@ class TurnEndDecision(HangoverPolicy):
         self._turn_id = turn_id
         self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
         self._unsteady, self._checking, self._open = set(), set(), set()
-        for cue in self.cues:
-            cue.begin_turn(turn_id)
+        self._cue = None
 
     def update(self, p_end_of_turn: float, turn_id: int | None = None, revision: int | None = None,
                audio_until_t: float | None = None) -> None:
@@ -151,51 +162,66 @@ class TurnEndDecision(HangoverPolicy):
         else:
             self._unsteady.add(revision)
 
-    def sentence_ended(self, turn_id: int, revision: int, ended: bool) -> None:
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None) -> None:
         if turn_id != self._turn_id:
             return
+        if p is not None and self.config.sentence_end_p > 0:
+            ended = ended and p >= self.config.sentence_end_p
         if ended:
             self._open.discard(revision)
         else:
             self._open.add(revision)
 
+    def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
+        if turn_id == self._turn_id:
+            self._cue = (min(1.0, max(0.0, float(p_end_of_turn))), audio_until_t)
+
     def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
         if voiced:
             self._last_voiced_t = t + len(frame) / SAMPLE_RATE
-        for cue in self.cues:
-            cue.observe(frame, voiced, t)
 
     # --- the decision ---------------------------------------------------------------------------
 
+    def _current(self, heard_until: float | None) -> bool:
+        """Whether an answer about the audio up to `heard_until` heard the last voiced frame."""
+        return heard_until is not None and (self._last_voiced_t is None or heard_until >= self._last_voiced_t - 0.02)
+
     def _fresh(self) -> bool:
-        return self._p_llm is not None and self._heard_until is not None and (
-            self._last_voiced_t is None or self._heard_until >= self._last_voiced_t - 0.02)
+        return self._p_llm is not None and self._current(self._heard_until)
+
+    def _fresh_cue(self) -> float | None:
+        return self._cue[0] if self._cue is not None and self._current(self._cue[1]) else None
 
     def current_p(self) -> float | None:
-        """The combined P(end of turn) of the current estimate and the cues (None: no opinion)."""
+        """The fused P(end of turn) of the current LLM estimate and audio cue (None: no opinion)."""
+        x = self._fused_logit()
+        return None if x is None else 1 / (1 + math.exp(-x))
+
+    def _fused_logit(self) -> float | None:
+        c = self.config
+        cue = self._fresh_cue() if c.cue_weight > 0 else None
         terms = []
-        if self._fresh():
-            terms.append((self.config.llm_weight, _logit(self._p_llm)))
-        for cue in self.cues:
-            p = cue.p_end()
-            if p is not None:
-                terms.append((cue.weight, _logit(p)))
-        total = sum(w for w, _ in terms)
-        if not terms or total <= 0:
-            return None
-        return 1 / (1 + math.exp(-sum(w * x for w, x in terms) / total))
+        if self._fresh() and c.llm_weight > 0:
+            x = _logit(self._p_llm)
+            if cue is not None:  # beyond the thresholds the LLM's certainty is not evidence
+                x = min(_logit(c.complete_p), max(_logit(c.incomplete_p), x))
+            terms.append(c.llm_weight * x)
+        if cue is not None:
+            terms.append(c.cue_weight * _logit(cue))
+        return sum(terms) if terms else None
 
     def view(self) -> TurnEndView:
         c = self.config
-        p = self.current_p()
-        if p is None:
+        x = self._fused_logit()
+        if x is None:
             return TurnEndView(self._turn_id, None, c.no_estimate_s, "listening")
-        if p >= c.complete_p:
+        p = 1 / (1 + math.exp(-x))
+        if x >= _logit(c.complete_p) - 1e-9:
             wait, verdict = c.complete_s, "sounds finished"
-        elif p <= c.incomplete_p:
+        elif x <= _logit(c.incomplete_p) + 1e-9:
             wait, verdict = c.incomplete_s, "sounds unfinished"
         else:
-            frac = (_logit(p) - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
+            frac = (x - _logit(c.incomplete_p)) / (_logit(c.complete_p) - _logit(c.incomplete_p))
             wait, verdict = c.incomplete_s + frac * (c.complete_s - c.incomplete_s), "unsure"
         if not self._fresh():
             # cues without a current LLM estimate may lengthen the wait, never shorten it: an audio
@@ -203,9 +229,12 @@ class TurnEndDecision(HangoverPolicy):
             if wait < c.no_estimate_s:
                 wait, verdict = c.no_estimate_s, "listening"
         else:
+            cue_pending = (self.expects_cue and c.cue_weight > 0 and self._last_voiced_t is not None
+                           and self._fresh_cue() is None)
             floors = [(c.unsteady_s, "unclear words", self._revision in self._unsteady),
                       (c.unsteady_s, "checking words", self._revision in self._checking),
-                      (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._revision in self._open)]
+                      (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._revision in self._open),
+                      (c.cue_wait_s, "hearing the voice", cue_pending)]
             for floor, reason, applies in floors:
                 if applies and wait < floor:
                     wait, verdict = floor, reason

@@ -9,19 +9,20 @@ with its inputs (capture times of the audio, seconds); decisions come out as eve
     tt.hear(t, samples, voiced)           # the audio of it heard before (pre-roll): no decision
     tt.frame(t, t_end, voiced)            # a frame of the open turn -> [VoiceResumed, VoicePaused,
                                           #   EndOfTurnEstimate, TurnEnded] as they happen
-    tt.feed(PausedTranscript | DraftUpdated | PauseRechecked)   # what the pipeline learned
+    tt.feed(PausedTranscript | DraftUpdated | PauseRechecked | AudioTurnCue)   # what the pipeline learned
     tt.end(t)                             # push-to-talk release, mode switch, end of input
 
 Its inputs, from the endpointer (which keeps the VAD and the audio): voice onsets and every
 frame of an open turn, voiced or not (the audio cues of the policy hear the samples too); from
 the pipeline: the transcript decoded at each voice pause (`PausedTranscript`: its revision, its
 text, the audio it heard, whether a steadiness check follows), PredGen's P(end of turn) for a
-transcript (`DraftUpdated`), and the check's answer (`PauseRechecked`).
+transcript (`DraftUpdated`), the check's answer (`PauseRechecked`), and an audio model's P(end of
+turn) at the pause (`AudioTurnCue`, Smart Turn).
 
 Its decisions:
 - wait: every silent frame of an open turn is compared with the end-of-turn policy's wait
   (`hangover.HangoverPolicy`; the fused one is `turn_end.TurnEndDecision`: the silence, the LLM's
-  P(end of turn), audio cues); `EndOfTurnEstimate` says what the wait rests on when that changes.
+  P(end of turn), the audio cue); `EndOfTurnEstimate` says what the wait rests on when that changes.
 - end: `TurnEnded` once the silence reaches the wait; `heard_revision` names the paused transcript
   that heard every voiced frame of the turn, which IS the final transcript (no decode after the
   end), or None when none did.
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foresay.engine.events import (DraftUpdated, EndOfTurnEstimate, Event, PausedTranscript, PauseRechecked,
+from foresay.engine.events import (AudioTurnCue, DraftUpdated, EndOfTurnEstimate, Event, PausedTranscript, PauseRechecked,
                                    SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
 from foresay.engine.sentences import ends_sentence
 
@@ -175,27 +176,31 @@ class TurnTaking:
     # --- what the pipeline learned --------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """A transcript decoded at a pause, an estimate of P(end of turn), or a check's answer."""
+        """A transcript decoded at a pause, an estimate of P(end of turn), a check's answer, or an
+        audio cue."""
         if isinstance(event, PausedTranscript):
             self.paused_transcript(event.turn_id, event.revision, event.text, event.audio_until_t,
-                                   event.rechecking)
+                                   event.rechecking, event.p_sentence_end)
         elif not self.use_estimates:
             return
         elif isinstance(event, DraftUpdated):
             self.estimate(event.p_end_of_turn, event.turn_id, event.revision, event.audio_until_t)
         elif isinstance(event, PauseRechecked):
             self.policy.heard(event.turn_id, event.revision, event.steady)
+        elif isinstance(event, AudioTurnCue):
+            self.policy.audio_cue(event.turn_id, event.p_end_of_turn, event.audio_until_t)
 
     def paused_transcript(self, turn_id: int, revision: int, text: str, audio_until_t: float,
-                          rechecking: bool = False) -> None:
+                          rechecking: bool = False, p_sentence_end: float | None = None) -> None:
         """The whole turn decoded at a pause, through `audio_until_t`: the final transcript if no
-        voice follows; whether it ends a sentence and whether its check is under way go to the policy."""
+        voice follows; whether it ends a sentence (its punctuation, and the recognizer's
+        `p_sentence_end` when it says) and whether its check is under way go to the policy."""
         if turn_id == self.turn_id and self.is_open:
             self._heard[revision] = audio_until_t
         if not self.use_estimates:
             return
         if text.strip():
-            self.policy.sentence_ended(turn_id, revision, ends_sentence(text))
+            self.policy.sentence_ended(turn_id, revision, ends_sentence(text), p_sentence_end)
         if rechecking:
             self.policy.rechecking(turn_id, revision)
 

@@ -59,11 +59,22 @@ class TurnResumed(Event):
 
 
 @dataclass(frozen=True)
+class AudioTurnCue(Event):
+    """An audio end-of-turn model's P(the speaker has finished) for turn `turn_id`, judged from
+    its audio up to `audio_until_t` (capture time: the voice pause's `t`); `t` is that pause's,
+    `took_ms` what the model's call cost, `source` the model ("smart-turn")."""
+    p_end_of_turn: float = 0.0
+    audio_until_t: float = 0.0
+    took_ms: float = 0.0
+    source: str = "smart-turn"
+
+
+@dataclass(frozen=True)
 class EndOfTurnEstimate(Event):
     """What the end-of-turn decision rests on (emitted when it changes inside an open turn):
     `p_end_of_turn` (None: no current estimate), the silence it asks for, and `verdict` in words
     ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
-    "no sentence end")."""
+    "no sentence end", "hearing the voice")."""
     p_end_of_turn: float | None = None
     wait_s: float = 0.0
     verdict: str = ""
@@ -107,11 +118,14 @@ class PausedTranscript(Event):
     back as still growing): `StreamingTranscriber.preview_final()`, the final transcript if the
     turn ends in this silence. PredGen verifies it speculatively; its P(end of turn) goes to the
     end-of-turn decision with `revision` and `audio_until_t` (capture time of the last sample heard).
-    `rechecking`: a PauseRechecked for this revision follows (the decision waits for it)."""
+    `rechecking`: a PauseRechecked for this revision follows (the decision waits for it).
+    `p_sentence_end`: the recognizer's P(a sentence ended) after the last word (None: it does
+    not say; the text's punctuation stands for it)."""
     revision: int = 0
     text: str = ""
     audio_until_t: float = 0.0
     rechecking: bool = False
+    p_sentence_end: float | None = None
 
 
 @dataclass(frozen=True)

@@ -295,3 +295,26 @@ def test_audio_fed_much_faster_than_real_time_reaches_the_final_whole():
     backend.window_seconds = 6.0  # the demo Whisper's: at most 2 s of audio waits for a hop
     events = _bus_events(backend, script, StreamingConfig(hop_ms=250))
     assert [e.text for e in events if isinstance(e, FinalTranscript)] == [" ".join(words)]
+
+
+class _SureBackend(ScriptedBackend):
+    """Says how sure it is that a sentence ended, as the CTranslate2 Whisper does."""
+    def transcribe(self, audio, forced=(), prompt=(), guess=()):
+        import dataclasses
+        return dataclasses.replace(super().transcribe(audio, forced, prompt, guess), p_sentence_end=0.42)
+
+
+def test_the_paused_transcript_carries_the_recognizers_probability():
+    from foresay.engine.events import PausedTranscript, VoicePaused
+    utterance = SyntheticUtterance(WORDS)
+
+    async def script(stage, send):
+        audio = utterance.audio()
+        send(UserAudio(1, 0.0, audio))
+        send(VoicePaused(1, len(audio) / SAMPLE_RATE, last_voiced_t=1.0))
+        await stage.settle()
+
+    events = _bus_events(_SureBackend(utterance), script)
+    assert [e.p_sentence_end for e in events if isinstance(e, PausedTranscript)] == [0.42]
+    events = _bus_events(ScriptedBackend(utterance), script)   # a backend that does not say
+    assert [e.p_sentence_end for e in events if isinstance(e, PausedTranscript)] == [None]

@@ -124,3 +124,38 @@ def test_a_real_voice_is_heard_word_for_word_by_the_demo_with_a_real_whisper(reg
     assert main(["replay", str(wav), "--profile", "demo", "--metrics", str(metrics)]) == 0
     [turn] = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert (turn["user_text"], turn["reply_text"]) == ("What currency does Canada use?", "Canada uses the dollar.")
+
+
+def test_smart_turn_on_hears_each_pause_beside_the_recognizer_and_the_answer_is_the_same(registry_model, tmp_path,
+                                                                                      monkeypatch):
+    """With `[audio.smart_turn] use = "on"` the pipeline gains the Smart Turn stage: each voice
+    pause of the turn is judged on its own worker thread (an `AudioTurnCue` about the audio
+    through that pause), the decision hears it, and the request is still heard and answered."""
+    import asyncio
+    import threading
+
+    from foresay.app.commands import replay
+    from foresay.audio.smart_turn import SmartTurnModel
+    from foresay.engine.events import AudioTurnCue, FinalTranscript, TurnClosed, VoicePaused
+
+    registry_model("whisper-tiny.en")
+    registry_model("smart-turn-v3.2")
+    wav = piper_request("What currency does Canada use?", tmp_path / "request.wav",
+                        registry_model("piper-en_US-joe-medium"))
+    (tmp_path / "config.toml").write_text("")
+    settings = load_settings(tmp_path / "config.toml", "demo", ["audio.smart_turn.use=on", "tts.engine=espeak"])
+    threads, predict = [], SmartTurnModel.predict
+
+    def recorded(self, audio):
+        threads.append(threading.current_thread().name)
+        return predict(self, audio)
+
+    monkeypatch.setattr(SmartTurnModel, "predict", recorded)
+    seen = []
+    asyncio.run(replay(settings, wav, None, [seen.append], realtime=False))
+    pauses = {e.t for e in seen if isinstance(e, VoicePaused)}
+    cues = [e for e in seen if isinstance(e, AudioTurnCue)]
+    assert cues and all(c.turn_id == 1 and c.audio_until_t in pauses and 0 <= c.p_end_of_turn <= 1 for c in cues)
+    assert threads and all(name.startswith("foresay-smart-turn") for name in threads)
+    assert [e.text for e in seen if isinstance(e, FinalTranscript)] == ["What currency does Canada use?"]
+    assert [e.reply_text for e in seen if isinstance(e, TurnClosed)] == ["Canada uses the dollar."]

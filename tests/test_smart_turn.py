@@ -1,11 +1,16 @@
 """Smart Turn v3.2 as an end-of-turn cue: Whisper's log-mel in numpy, the 8 s window, the model on
-real speech (a Piper voice), and a cue that runs the model once per pause."""
+real speech (a Piper voice), and the stage that judges each voice pause on its own thread."""
+import asyncio
+import threading
+
 import numpy as np
 import pytest
 
-from foresay.audio.smart_turn import (SmartTurnConfig, SmartTurnCue, SmartTurnModel, last_window, log_mel,
-                                      normalize, smart_turn_features)
+from foresay.audio.smart_turn import (SmartTurnConfig, SmartTurnModel, last_window, log_mel, normalize,
+                                      smart_turn_features, wanted)
+from foresay.audio.smart_turn_stage import SmartTurnStage
 from foresay.engine.errors import ModelUnavailable
+from foresay.engine.events import AudioTurnCue, UserAudio, VoicePaused
 
 SR = 16000
 
@@ -77,50 +82,76 @@ def test_a_whole_request_sounds_more_finished_than_the_same_request_cut_mid_phra
         assert np.mean(cut) < whole - 0.3, (text, np.round(cut, 2))
 
 
-def test_the_cue_runs_the_model_once_per_pause(model, piper_speech):
-    cue = SmartTurnCue(model, SmartTurnConfig(pause_s=0.2))
-    frame = 480
-    speech = piper_speech("What is the capital of France?")
-    cue.begin_turn(1)
-    t = 0.0
-    for i in range(0, len(speech) - frame, frame):
-        cue.observe(speech[i:i + frame], True, t)
-        t += frame / SR
-    assert cue.p_end() is None   # no silence after the voice yet
-    calls = model.calls
-    for _ in range(3):           # 90 ms of silence: still shorter than pause_s
-        cue.observe(np.zeros(frame, np.float32), False, t)
-        t += frame / SR
-    assert cue.p_end() is None and model.calls == calls
-    for _ in range(10):
-        cue.observe(np.zeros(frame, np.float32), False, t)
-        t += frame / SR
-    first = cue.p_end()
-    assert 0.0 <= first <= 1.0 and model.calls == calls + 1
-    for _ in range(10):          # more silence: the same pause, the same answer
-        cue.observe(np.zeros(frame, np.float32), False, t)
-        assert cue.p_end() == first
-    assert model.calls == calls + 1
-    cue.observe(speech[:frame], True, t)   # the voice again: a new pause gets a new answer
-    for _ in range(8):
-        cue.observe(np.zeros(frame, np.float32), False, t)
-    cue.p_end()
-    assert model.calls == calls + 2
-    cue.begin_turn(2)
-    assert cue.p_end() is None
+class _Recorded:
+    """The real model, remembering each call's audio and thread."""
+    def __init__(self, model):
+        self.model, self.config, self.calls = model, model.config, []
+
+    def predict(self, audio):
+        self.calls.append((np.array(audio), threading.current_thread().name))
+        return self.model.predict(audio)
 
 
-def test_the_cue_judges_the_audio_up_to_pause_s_after_the_voice_however_late_it_is_asked(model, piper_speech):
-    speech = piper_speech("Set a timer for ten minutes.")
-    answers = []
-    for silence_frames in (7, 40):
-        cue = SmartTurnCue(model, SmartTurnConfig(pause_s=0.2))
-        for i in range(0, len(speech) - 480, 480):
-            cue.observe(speech[i:i + 480], True, 0.0)
-        for _ in range(silence_frames):
-            cue.observe(np.zeros(480, np.float32), False, 0.0)
-        answers.append(cue.p_end())
-    assert answers[0] == answers[1]
+def _blocks(audio, t0, turn_id=1, n=320):
+    return [UserAudio(turn_id, t0 + i / SR, audio[i:i + n]) for i in range(0, len(audio), n)]
+
+
+def test_the_stage_judges_each_pause_on_its_worker_through_the_pause(model, piper_speech):
+    """At a VoicePaused the turn's audio through the pause's `t` is judged once, off the event loop;
+    the answer says which turn and which audio it heard. A pause asked before its audio arrived
+    waits for it; a new turn starts from its own audio."""
+    speech = _then_silence(piper_speech("What is the capital of France?"), 0.3)
+    recorded, out = _Recorded(model), []
+    stage = SmartTurnStage(recorded, out.append)
+    t0 = 100.0
+    pause_t = t0 + (len(speech) - int(0.2 * SR)) / SR  # 0.1 s of silence after the voice
+
+    async def drive():
+        blocks = _blocks(speech, t0)
+        at = int((pause_t - t0) * SR) // 320
+        for block in blocks[:at]:
+            stage.handle(block)
+        stage.handle(VoicePaused(1, pause_t, last_voiced_t=pause_t - 0.1))  # its last block not yet here
+        await stage.settle()
+        assert not out
+        for block in blocks[at:]:
+            stage.handle(block)
+        await stage.settle()
+        for block in _blocks(speech[:SR], t0 + 10, turn_id=2):  # a new turn: its own audio only
+            stage.handle(block)
+        stage.handle(VoicePaused(2, t0 + 10.5, last_voiced_t=t0 + 10.4))
+        await stage.settle()
+        stage.close()
+
+    asyncio.run(drive())
+    first, second = out
+    assert isinstance(first, AudioTurnCue) and (first.turn_id, first.t, first.audio_until_t) == (1, pause_t, pause_t)
+    heard, thread = recorded.calls[0]
+    assert len(heard) == round((pause_t - t0) * SR) and np.array_equal(heard, speech[:len(heard)])
+    assert thread.startswith("foresay-smart-turn")
+    assert first.p_end_of_turn == pytest.approx(model.predict(heard)) and first.took_ms > 0
+    assert second.turn_id == 2 and len(recorded.calls[1][0]) == SR // 2
+
+
+def test_a_pause_superseded_before_its_call_began_is_not_judged(model, piper_speech):
+    speech = _then_silence(piper_speech("Turn off the lights."), 0.3)
+    recorded, out = _Recorded(model), []
+    stage = SmartTurnStage(recorded, out.append)
+
+    async def drive():
+        for block in _blocks(speech, 0.0):
+            stage.handle(block)
+        busy = threading.Event()
+        blocker = asyncio.ensure_future(stage.run_in_worker(busy.wait, 5))  # the worker is busy
+        stage.handle(VoicePaused(1, 1.0, last_voiced_t=0.9))
+        stage.handle(VoicePaused(1, 1.2, last_voiced_t=1.1))
+        busy.set()
+        await blocker
+        await stage.settle()
+        stage.close()
+
+    asyncio.run(drive())
+    assert [e.audio_until_t for e in out] == [1.2] and len(recorded.calls) == 1
 
 
 def test_a_missing_model_names_the_fetch_command(tmp_path, monkeypatch):
@@ -131,7 +162,17 @@ def test_a_missing_model_names_the_fetch_command(tmp_path, monkeypatch):
         SmartTurnModel()
 
 
+def test_auto_uses_the_model_only_when_it_is_at_hand(tmp_path, monkeypatch):
+    monkeypatch.setenv("FORESAY_REGISTRY_DIR", str(tmp_path / "registry"))
+    assert SmartTurnConfig().use == "off"
+    auto = SmartTurnConfig(use="auto", model_path=str(tmp_path / "x.onnx"))
+    assert not wanted(SmartTurnConfig(use="auto")) and not wanted(auto)
+    (tmp_path / "x.onnx").write_bytes(b"onnx")
+    assert wanted(auto) and not wanted(SmartTurnConfig(model_path=str(tmp_path / "x.onnx")))
+    assert wanted(SmartTurnConfig(use="on")) and not wanted(SmartTurnConfig(use="off", model_path=str(tmp_path / "x.onnx")))
+
+
 def test_config_is_checked():
-    for bad in ({"threads": 0}, {"window_s": 9.0}, {"window_s": 0.0}, {"pause_s": -0.1}, {"weight": -1.0}):
+    for bad in ({"threads": 0}, {"window_s": 9.0}, {"window_s": 0.0}, {"use": "always"}):
         with pytest.raises(ValueError):
             SmartTurnConfig(**bad)

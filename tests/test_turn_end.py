@@ -14,7 +14,7 @@ from audio_kit import speech_clip
 from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
 from foresay.audio.endpoint import Endpointer, EndpointerConfig, Mode
 from foresay.audio.hangover import FixedHangover
-from foresay.audio.turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision
+from foresay.audio.turn_end import TurnEndConfig, TurnEndDecision
 from foresay.audio.vad import WebRtcVad
 from foresay.engine.events import (EndOfTurnEstimate, SpeechStarted, TurnEnded, TurnResumed, VoicePaused,
                                    VoiceResumed)
@@ -153,14 +153,6 @@ def test_fixed_hangover_still_works_and_push_to_talk_never_resumes(paused_clip):
     assert [e.turn_id for e in ended(events)] == [1, 2]
 
 
-class ConstantCue(TurnEndCue):
-    def __init__(self, p, weight=1.0):
-        self.p, self.weight = p, weight
-
-    def p_end(self):
-        return self.p
-
-
 def test_a_pause_whose_words_were_not_heard_steadily_is_waited_out_though_it_sounds_finished(paused_clip):
     """"Set a timer for" heard as a whole request: the LLM finds it finished, but the recognizer's
     last word changed when the audio was decoded again (`PauseRechecked`), so the
@@ -264,6 +256,25 @@ def test_a_transcript_the_recognizer_left_without_a_sentence_end_waits_longer():
             TurnEndConfig(complete_s=0.25, incomplete_s=1.0, open_sentence_s=bad)
 
 
+def test_a_full_stop_the_recognizer_was_unsure_of_counts_as_none():
+    """"Call my brother." heard where the speaker only stopped to think: the mark was written, but
+    the recognizer gave it less than `sentence_end_p`; the wait is at least `open_sentence_s`."""
+    policy = TurnEndDecision(CONFIG)
+    policy.begin_turn(1)
+    for revision, (ended, p, verdict) in enumerate([(True, 0.55, "no sentence end"), (True, 0.97, "sounds finished"),
+                                                    (False, 0.97, "no sentence end"), (True, None, "sounds finished")]):
+        policy.sentence_ended(1, revision, ended=ended, p=p)
+        policy.update(0.999, 1, revision=revision, audio_until_t=1.0)
+        assert policy.view().verdict == verdict, (ended, p)
+    text_only = TurnEndDecision(replace(CONFIG, sentence_end_p=0.0))
+    text_only.begin_turn(1)
+    text_only.sentence_ended(1, 0, ended=True, p=0.1)
+    text_only.update(0.999, 1, revision=0, audio_until_t=1.0)
+    assert text_only.view().verdict == "sounds finished"
+    with pytest.raises(ValueError, match="sentence_end_p"):
+        TurnEndConfig(sentence_end_p=1.0)
+
+
 def test_sentence_ends_are_full_stops_question_and_exclamation_marks_not_an_ellipsis():
     from foresay.engine.sentences import ends_sentence
     assert all(ends_sentence(t) for t in ("Set a timer for ten minutes.", "Where is Peru? ", "Stop!", "停下。"))
@@ -308,12 +319,26 @@ def test_the_decision_combines_estimate_and_cues_and_ignores_stale_or_foreign_es
     assert policy.view().verdict == "sounds unfinished" and policy.hangover_s() == CONFIG.incomplete_s
     policy.update(0.2, 3, revision=7, audio_until_t=1.0)
     assert policy.view().verdict == "unsure" and CONFIG.complete_s < policy.hangover_s() < CONFIG.incomplete_s
-    # a cue alone decides when the LLM has no estimate; with equal weights they meet in log-odds
-    cued = TurnEndDecision(CONFIG, cues=(ConstantCue(0.9),))
+    # the audio cue adds its log-odds to the LLM's (clipped to [incomplete_p, complete_p]); alone it
+    # is the estimate but may not shorten the wait below no_estimate_s
+    half = TurnEndDecision(CONFIG)   # the default weight, 0.5: half the cue's log-odds
+    half.begin_turn(1)
+    half.audio_cue(1, 0.9, audio_until_t=1.0)
+    assert half.view().p_end_of_turn == pytest.approx(0.75)
+    cued = TurnEndDecision(replace(CONFIG, cue_weight=1.0))
     cued.begin_turn(1)
-    assert cued.view().p_end_of_turn == pytest.approx(0.9)
+    cued.audio_cue(1, 0.9, audio_until_t=1.0)
+    assert cued.view().p_end_of_turn == pytest.approx(0.9) and cued.hangover_s() == CONFIG.no_estimate_s
     cued.update(0.1, 1, audio_until_t=1.0)
     assert cued.view().p_end_of_turn == pytest.approx(0.5)
+    cued.update(0.9999999, 1, audio_until_t=1.0)
+    assert cued.view().p_end_of_turn == pytest.approx(1 / (1 + (0.01 / 0.99) * (0.1 / 0.9)))
+    cued.audio_cue(1, 0.5, audio_until_t=1.0)    # a cue of 0.5 says nothing
+    assert cued.view().p_end_of_turn == pytest.approx(0.99) and cued.hangover_s() == CONFIG.complete_s
+    cued.audio_cue(2, 0.01, audio_until_t=1.0)   # another turn's cue
+    assert cued.hangover_s() == CONFIG.complete_s
+    cued.audio_cue(1, 0.01, audio_until_t=1.0)
+    assert CONFIG.complete_s < cued.hangover_s() < CONFIG.incomplete_s
     with pytest.raises(ValueError):
         TurnEndConfig(complete_p=0.2, incomplete_p=0.5)
     with pytest.raises(ValueError):

@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foresay.audio.turn_end import TurnEndConfig, TurnEndCue, TurnEndDecision
+from foresay.audio.turn_end import TurnEndConfig, TurnEndDecision
 from foresay.audio.turn_taking import TurnTaking, TurnTakingConfig
-from foresay.engine.events import (DraftUpdated, EndOfTurnEstimate, PausedTranscript, PauseRechecked, SpeechStarted,
+from foresay.engine.events import (AudioTurnCue, DraftUpdated, EndOfTurnEstimate, PausedTranscript, PauseRechecked, SpeechStarted,
                                    TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
 
 F = 0.03
-DECISION = TurnEndConfig(complete_s=0.24, incomplete_s=1.0, no_estimate_s=0.6, unsteady_s=0.8, open_sentence_s=0.9)
+DECISION = TurnEndConfig(complete_s=0.24, incomplete_s=1.0, no_estimate_s=0.6, unsteady_s=0.8, open_sentence_s=0.9,
+                          cue_weight=1.0)
 FRAME = np.zeros(480, np.float32)
 
 
@@ -24,8 +25,10 @@ class Run:
     def __init__(self, tt: TurnTaking, t: float = 10.0):
         self.tt, self.t, self.log = tt, t, []
 
-    def frames(self, seconds: float, voiced: bool, on_event=None) -> None:
+    def frames(self, seconds: float, voiced: bool, on_event=None, before_frame=None) -> None:
         for _ in range(int(round(seconds / F))):
+            if before_frame:
+                before_frame(self.t)
             if not self.tt.is_open:
                 if voiced:
                     self.log.append(self.tt.onset(self.t))
@@ -169,27 +172,38 @@ def test_an_unsteady_or_unpunctuated_pause_transcript_waits_longer():
         assert end.t - end.last_voiced_t == pytest.approx(wait, abs=F), (rechecked, text)
 
 
-class ConstantCue(TurnEndCue):
-    def __init__(self, p):
-        self.p = p
-
-    def p_end(self):
-        return self.p
-
-
 def test_an_audio_cue_is_fused_with_the_llm_and_never_ends_a_turn_alone():
-    def wait_with(cue_p, llm_p):
-        tt = TurnTaking(TurnEndDecision(DECISION, cues=(ConstantCue(cue_p),)), TurnTakingConfig())
+    def wait_with(cue_p, llm_p, cue_after_s=0.05):
+        """The silence waited when the cue answers `cue_after_s` after the pause (None: never)."""
+        tt = TurnTaking(TurnEndDecision(DECISION, audio_cue=True), TurnTakingConfig())
         run = Run(tt)
         run.frames(1.0, True)
-        run.frames(1.5, False, answer_pauses(tt, p=llm_p) if llm_p is not None else None)
+        answer = answer_pauses(tt, p=llm_p) if llm_p is not None else None
+        pauses = []
+
+        def on_event(e):
+            if answer is not None:
+                answer(e)
+            if isinstance(e, VoicePaused):
+                pauses.append(e)
+
+        def frame_hook(t):
+            if pauses and cue_p is not None and t >= pauses[-1].t + cue_after_s - 1e-9:
+                tt.feed(AudioTurnCue(pauses[-1].turn_id, t, p_end_of_turn=cue_p, audio_until_t=pauses[-1].t))
+                pauses.clear()
+
+        run.frames(1.5, False, on_event, before_frame=frame_hook)
         [end] = run.of(TurnEnded)
         return end.t - end.last_voiced_t
 
     assert wait_with(0.9999, None) == pytest.approx(DECISION.no_estimate_s, abs=F)  # alone: not trusted
     assert wait_with(0.01, None) == pytest.approx(DECISION.incomplete_s, abs=F)     # alone it may lengthen
     assert wait_with(0.9999, 0.9999) == pytest.approx(DECISION.complete_s, abs=F)
+    assert wait_with(0.5, 0.9999) == pytest.approx(DECISION.complete_s, abs=F)      # 0.5 says nothing
     assert DECISION.complete_s + 2 * F < wait_with(0.01, 0.9999) < DECISION.incomplete_s  # they disagree
+    # the decision waits for the cue of the pause, up to cue_wait_s, however sure the LLM is
+    assert wait_with(None, 0.9999) == pytest.approx(DECISION.cue_wait_s, abs=F)
+    assert wait_with(0.01, 0.9999, cue_after_s=0.5) == pytest.approx(DECISION.cue_wait_s, abs=F)  # too late
 
 
 def test_push_to_talk_turns_end_only_when_told_and_never_resume():

@@ -19,12 +19,14 @@ WAITING_WORDS = {"sounds finished": "sounds finished", "sounds unfinished": "wai
                  "unsure": "waiting: not sure it is finished", "listening": "waiting",
                  "unclear words": "waiting: not sure what was said",
                  "checking words": "waiting: checking what was heard",
-                 "no sentence end": "waiting: no end of sentence heard"}
+                 "no sentence end": "waiting: no end of sentence heard",
+                 "hearing the voice": "waiting: listening to how it was said"}
 ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "it sounded unfinished",
                "unsure": "not sure it was finished", "listening": "no estimate yet",
                "unclear words": "not sure what was said",
                "checking words": "what was heard was still being checked",
-               "no sentence end": "no end of sentence was heard"}
+               "no sentence end": "no end of sentence was heard",
+               "hearing the voice": "how it was said was still being heard"}
 
 
 def verdict_words(verdict: str, ended: bool = False) -> str:

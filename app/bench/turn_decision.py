@@ -8,14 +8,17 @@ the work the pipeline is to do in the silence is done here, in the same order:
                      policy with its revision and `audio_until_t` once that work would be done
                      (its measured wall time, or `--estimate-ms`, later in audio time); beside
                      the verification, `preview_steadiness()` (`PauseRechecked`), handed over
-                     after the preview and its own time; audio in the silence is held back
+                     after the preview and its own time; audio in the silence is held back;
+                     with Smart Turn on ([audio.smart_turn]), its P(end of turn) for the turn's
+                     audio through the pause (`AudioTurnCue`), handed over after its own time
+                     (live it runs beside the recognizer, on its own thread)
     VoiceResumed / TurnResumed -> the held audio and what follows are appended again
     TurnEnded     -> `finish()`: the previewed final, without decoding again, unless audio came since
 
 No partial-transcript hops and no drafting run (they do not change the decision here), so the
 figures are the decision's and its inputs' own: endpoint delays and cut-offs against the truth,
-the compute time of the speculative final (`speculative_ms`: preview + verification) and of the
-final after the end (`asr_final_ms`). Voice-to-voice needs the whole pipeline: not reported.
+the compute time of the speculative final (`speculative_ms`: preview + verification), of the
+audio cue (`cue_ms`) and of the final after the end (`asr_final_ms`). Voice-to-voice needs the whole pipeline: not reported.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import numpy as np
 
 from foresay.app.bench.turn_records import Observed
 from foresay.app.config import Settings
-from foresay.engine.events import PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
+from foresay.engine.events import AudioTurnCue, PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
 
 BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
 
@@ -44,6 +47,11 @@ class PausedTurnDriver:
         self.speculative_ms: list[float] = []
         self.recheck_ms: list[float] = []  # preview + recheck, the time until PauseRechecked
         self.final_ms: list[float] = []
+        self.cue_ms: list[float] = []
+        self.smart_turn = None
+        if settings.audio.uses_audio_cue(settings.app.adaptive_endpointing):
+            from foresay.audio.smart_turn import SmartTurnModel
+            self.smart_turn = SmartTurnModel(settings.audio.smart_turn)
 
     def warmup(self) -> None:
         """One speculative final and verification on a short noise clip, untimed (first calls
@@ -64,7 +72,7 @@ class PausedTurnDriver:
         from foresay.audio.vad import make_vad
 
         s = self.settings
-        policy = s.audio.turn_policy(s.app.adaptive_endpointing)
+        policy = s.audio.turn_policy(s.app.adaptive_endpointing, audio_cue=self.smart_turn is not None)
         ep = Endpointer(make_vad(s.audio.vad), replace(s.audio.endpointer, mode="hands-free"), policy=policy)
         self.conv.reset()
         obs, self._pending, self._state = Observed(), [], None
@@ -88,10 +96,12 @@ class PausedTurnDriver:
         self._pending = [u for u in self._pending if u[0] > t]
         for _, kind, turn_id, revision, value, heard in due:
             if kind == "paused":
-                text, rechecking = value
-                turns.paused_transcript(turn_id, revision, text, heard, rechecking)
+                text, rechecking, p_sentence_end = value
+                turns.paused_transcript(turn_id, revision, text, heard, rechecking, p_sentence_end)
             elif kind == "heard":
                 turns.feed(PauseRechecked(turn_id, t, revision, value))
+            elif kind == "cue":
+                turns.feed(AudioTurnCue(turn_id, t, p_end_of_turn=value, audio_until_t=heard))
             else:
                 turns.estimate(value, turn_id, revision, heard)
 
@@ -103,6 +113,18 @@ class PausedTurnDriver:
         if len(audio) > state["fed"]:
             state["asr"].append(audio[state["fed"]:])
             state["fed"] = len(audio)
+
+    def _judge_voice(self, pause: VoicePaused, ep) -> None:
+        """Smart Turn on the turn's audio through the pause, handed over after the time it took."""
+        from foresay.audio.blocks import SAMPLE_RATE
+
+        audio = ep.turn.audio(trimmed=False)
+        audio = audio[:max(0, round((pause.t - ep.turn.audio_start_t(trimmed=False)) * SAMPLE_RATE))]
+        started = time.perf_counter()
+        p = self.smart_turn.predict(audio)
+        took = time.perf_counter() - started
+        self.cue_ms.append(1000 * took)
+        self._pending.append((pause.t + took, "cue", pause.turn_id, None, p, pause.t))
 
     def _on_event(self, event, ep, obs, t0: float) -> None:
         from foresay.engine.asr.streaming import StreamingTranscriber
@@ -136,12 +158,14 @@ class PausedTurnDriver:
             revision = state["revision"]
             told = previewed - started if self.estimate_s is None else 0.0
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
-            self._pending.append((event.t + told, "paused", event.turn_id, revision, (final.text, steady is not None),
-                                  final.t))
+            paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
+            self._pending.append((event.t + told, "paused", event.turn_id, revision, paused, final.t))
             if steady is not None:
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
             if p is not None:
                 self._pending.append((event.t + delay, "estimate", event.turn_id, revision, p, final.t))
+            if self.smart_turn is not None:
+                self._judge_voice(event, ep)
         elif isinstance(event, (VoiceResumed, TurnResumed)) and self._state is not None:
             self._state["held"] = False
             if isinstance(event, TurnResumed):

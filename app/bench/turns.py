@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +39,8 @@ from foresay.app.commands import replay
 from foresay.app.bench.turn_records import Observed, Recording, TruthTurn
 from foresay.app.config import Settings
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (Event, FinalTranscript, SpeechStarted, TurnClosed, TurnEnded, TurnMetrics,
-                                   TurnResumed)
+from foresay.engine.events import (AudioTurnCue, Event, FinalTranscript, SpeechStarted, TurnClosed, TurnEnded,
+                                   TurnMetrics, TurnResumed)
 
 
 def read_set(path: Path) -> list[Recording]:
@@ -77,10 +78,13 @@ class Collector:
     def __init__(self):
         self.t0: float | None = None
         self.seen: list[Event] = []
+        self.cues: list[tuple[float, float]] = []  # Smart Turn: (its call, its answer after the pause), ms
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, (SpeechStarted, TurnEnded, TurnResumed, FinalTranscript, TurnMetrics, TurnClosed)):
             self.seen.append(event)
+        elif isinstance(event, AudioTurnCue):  # paced, capture times run with the clock
+            self.cues.append((event.took_ms, 1000 * (time.monotonic() - event.t)))
 
     def observed(self) -> Observed:
         if self.t0 is None:
@@ -178,16 +182,21 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
 
 async def bench(settings: Settings, recordings: list[Recording], realtime: bool = True,
                 progress=None) -> tuple[dict, list[Observed]]:
-    observed = []
+    observed, cues = [], []
     for i, rec in enumerate(recordings):
         collector = Collector()
         await replay(settings, rec.audio, None, [collector], realtime=realtime,
                      on_source=lambda source: setattr(collector, "source", source))
         collector.t0 = collector.source.t0
         observed.append(collector.observed())
+        cues += collector.cues
         if progress:
             progress(f"{i + 1}/{len(recordings)} {rec.audio.name}")
-    return score(recordings, observed), observed
+    report = score(recordings, observed)
+    if cues:  # how long Smart Turn took, and when its answer reached the decision after the pause
+        report.update(audio_cue_ms=_stats([c[0] for c in cues]),
+                      audio_cue_after_pause_ms=_stats([c[1] for c in cues]) if realtime else _stats([]))
+    return report, observed
 
 
 def whole_request_wer(settings: Settings, recordings: list[Recording], margin_s: float = 0.3) -> float | None:
@@ -229,6 +238,8 @@ def bench_decision(settings: Settings, recordings: list[Recording], progress=Non
     report = score(recordings, observed)
     report.update(asr_final_ms=_stats(driver.final_ms), voice_to_voice_ms=_stats([]),
                   speculative_ms=_stats(driver.speculative_ms), recheck_ms=_stats(driver.recheck_ms))
+    if driver.smart_turn is not None:
+        report.update(audio_cue_ms=_stats(driver.cue_ms))
     return report, observed
 
 

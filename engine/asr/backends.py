@@ -24,6 +24,9 @@ from foresay.engine.asr.specasr import SpecConfig, speculative_decode
 class Hypothesis:
     tokens: tuple[int, ...]  # what follows the forced prefix, without end-of-text
     stats: DecodeStats = field(default_factory=DecodeStats)
+    # the recognizer's P(a sentence ended) after its last word (whisper/sentence_end.py); None:
+    # the backend does not say, and the text's own punctuation is all there is
+    p_sentence_end: float | None = None
 
 
 class TokenText(ABC):

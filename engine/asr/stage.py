@@ -189,7 +189,7 @@ class StreamingAsr(Stage):
         None when the voice came back before the decode began (the audio is kept, not decoded)."""
         transcriber = pause.transcriber
 
-        def work() -> tuple[FinalTranscript, int, bool] | None:
+        def work() -> tuple[FinalTranscript, int, bool, float | None] | None:
             started = time.perf_counter()
             transcriber.append(audio)
             if pause.stale and self._transcriber is transcriber:
@@ -197,16 +197,16 @@ class StreamingAsr(Stage):
             final = transcriber.preview_final()
             cheap = 1000 * (time.perf_counter() - started) <= self.config.recheck_max_ms
             transcriber.revision += 1  # later partials supersede it
-            return final, transcriber.revision, cheap and transcriber.recheck_due()
+            return final, transcriber.revision, cheap and transcriber.recheck_due(), transcriber.preview_sentence_end()
 
         decoded = await self._decode(work)
         if decoded is None:
             return None
-        final, revision, rechecking = decoded
+        final, revision, rechecking, p_sentence_end = decoded
         if self._transcriber is transcriber:  # still this turn's, still open
             self._previews = {transcriber.turn_id: (transcriber, final, revision)}
             self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
-                                       rechecking=rechecking))
+                                       rechecking=rechecking, p_sentence_end=p_sentence_end))
             if rechecking:
                 await self._recheck(transcriber, final, revision)
         return final

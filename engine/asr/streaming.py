@@ -229,6 +229,13 @@ class StreamingTranscriber:
             del self.decodes[n:]
         return self._preview.final
 
+    def preview_sentence_end(self) -> float | None:
+        """The recognizer's P(a sentence ended) after the previewed final's last word (None: no
+        preview, or the backend does not say)."""
+        if self._preview is None or not self._preview.decodes:
+            return None
+        return self._preview.decodes[-1].p_sentence_end
+
     def finish(self) -> FinalTranscript:
         """The final transcript: one more decode, consistent with everything committed (or, with
         `final_redecode` and nothing trimmed yet, of the whole window afresh). A `preview_final()`

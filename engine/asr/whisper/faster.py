@@ -11,7 +11,8 @@ request: about a third of the encoder's cost), with the audio padded by silence 
 log-mel as Whisper's own padding is, the same prompt layout as faster-whisper's (<|startofprev|>
 prompt, the start-of-transcript sequence, <|notimestamps|>, the forced tokens as they are) and
 the model's own suppressed tokens. Longer audio (only a 30 s model's) goes through faster-whisper's
-moving windows as before.
+moving windows as before. A decode in a window also says how sure the model was that a sentence
+ended after its last word (`Hypothesis.p_sentence_end`, `sentence_end`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from foresay.engine.asr.whisper.encoder_window import encoder_windows, looks_loo
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.greedy import DecodeStats
 from foresay.engine.asr.whisper.fixtures import ctranslate2_folder, is_fixture
+from foresay.engine.asr.whisper.sentence_end import SentenceEnd
 from foresay.engine.asr.whisper.models import SAMPLE_RATE, check_audio
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.registry_models import fetched_whisper
@@ -79,6 +81,7 @@ class FasterWhisperBackend(AsrBackend):
                 "give a CTranslate2 folder or download the model once with a network connection") from exc
         tokenizer = self.model.hf_tokenizer
         self.text = WhisperText(tokenizer, tokenizer.token_to_id("<|endoftext|>"))
+        self._sentence_end = SentenceEnd(tokenizer.get_vocab())
         features = self.model.feature_extractor
         self.window_seconds = features.n_samples / features.sampling_rate
         self._frames = features.nb_max_frames
@@ -101,10 +104,10 @@ class FasterWhisperBackend(AsrBackend):
                                                max_new_tokens=max(1, token_cap(audio_s) - len(forced)))
             tokens = (*forced, *hypothesis.tokens)
             if not looks_looped(self.text.decode(tokens), len(tokens), audio_s):
-                return Hypothesis(hypothesis.tokens, DecodeStats(windows=tuple(tried)))
+                return Hypothesis(hypothesis.tokens, DecodeStats(windows=tuple(tried)), hypothesis.p_sentence_end)
         window = windows[-1] if windows else self.window_seconds
         hypothesis = self.decode_in_window(audio, window, forced, prompt)
-        return Hypothesis(hypothesis.tokens, DecodeStats(windows=(*tried, window)))
+        return Hypothesis(hypothesis.tokens, DecodeStats(windows=(*tried, window)), hypothesis.p_sentence_end)
 
     def decode_in_window(self, audio: np.ndarray, window_s: float, forced=(), prompt=(),
                          max_new_tokens: int | None = None) -> Hypothesis:
@@ -135,13 +138,14 @@ class FasterWhisperBackend(AsrBackend):
         result = model.model.generate(
             model.encode(np.ascontiguousarray(features)), [sequence], beam_size=1,
             max_length=min(total, max(2 * new, len(sequence) + new)), suppress_blank=not forced,
-            suppress_tokens=[-1], return_scores=False)[0]
+            suppress_tokens=[-1], return_scores=False, return_logits_vocab=True)[0]
         eot = self.text.first_special
         tokens = result.sequences_ids[0]
+        p_end = self._sentence_end.probability(tokens, result.logits[0])
         if forced and tokens[:len(forced)] == list(forced):  # CTranslate2 returns the forced tokens too
             tokens = tokens[len(forced):]
         end = next((i for i, t in enumerate(tokens) if t >= eot), len(tokens))
-        return Hypothesis(tuple(tokens[:end]))
+        return Hypothesis(tuple(tokens[:end]), p_sentence_end=p_end if end == len(tokens) else None)
 
     def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
         multilingual = self.model.model.is_multilingual
