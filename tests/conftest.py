@@ -54,6 +54,15 @@ def registry_model():
 
 
 @pytest.fixture(scope="session")
+def tiny_en(registry_model):
+    """The registry's Whisper tiny.en through CTranslate2, on one thread."""
+    from foresay.engine.asr.whisper.faster import FasterWhisperBackend, FasterWhisperConfig
+
+    registry_model("whisper-tiny.en")
+    return FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1))
+
+
+@pytest.fixture(scope="session")
 def piper_model(registry_model):
     """The registry's Piper voice en_US-joe-medium, loaded once for the whole session."""
     from foresay.engine.tts.piper_model import PiperModel

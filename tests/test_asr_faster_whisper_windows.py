@@ -5,18 +5,12 @@ import numpy as np
 import pytest
 
 from foresay.engine.asr.backends import Hypothesis
-from foresay.engine.asr.whisper.faster import FasterWhisperBackend, FasterWhisperConfig, _source
+from foresay.engine.asr.whisper.faster import FasterWhisperConfig, _source
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.sequences import words
 
 REQUESTS = ("What time is it in Tokyo?", "Remind me to call the dentist tomorrow at 9.")
 LONG = "Please write down that the meeting with the architects went well and they will send new drawings on Monday."
-
-
-@pytest.fixture(scope="module")
-def tiny(registry_model):
-    registry_model("whisper-tiny.en")
-    return FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1))
 
 
 @pytest.fixture(scope="module")
@@ -35,54 +29,54 @@ def said(backend, hypothesis: Hypothesis) -> list[str]:
 
 
 def test_registry_names_resolve_to_the_fetched_copies(registry_model):
-    tiny, base = registry_model("whisper-tiny.en"), registry_model("whisper-base")
-    for name, folder in (("tiny.en", tiny), ("Systran/faster-whisper-tiny.en", tiny), ("base", base),
+    tiny_en, base = registry_model("whisper-tiny.en"), registry_model("whisper-base")
+    for name, folder in (("tiny.en", tiny_en), ("Systran/faster-whisper-tiny.en", tiny_en), ("base", base),
                          ("Systran/faster-whisper-base", base)):
         assert _source(FasterWhisperConfig(name)) == str(folder)
     assert _source(FasterWhisperConfig("small.en")) == "small.en"  # other names still go to the hub
 
 
-def test_a_request_decodes_to_the_same_words_in_10_s_as_in_30_s(tiny, spoken):
+def test_a_request_decodes_to_the_same_words_in_10_s_as_in_30_s(tiny_en, spoken):
     for text in REQUESTS:
         audio = spoken[text]
-        assert said(tiny, tiny.decode_in_window(audio, 30.0)) == words(text)
-        hypothesis = tiny.transcribe(audio)
+        assert said(tiny_en, tiny_en.decode_in_window(audio, 30.0)) == words(text)
+        hypothesis = tiny_en.transcribe(audio)
         assert hypothesis.stats.windows == (10.0,)
-        assert said(tiny, hypothesis) == words(text)
+        assert said(tiny_en, hypothesis) == words(text)
 
 
-def test_a_forced_prefix_continues_in_the_short_window(tiny, spoken):
+def test_a_forced_prefix_continues_in_the_short_window(tiny_en, spoken):
     audio = spoken[REQUESTS[0]]
-    full = tiny.transcribe(audio).tokens
-    continued = tiny.transcribe(audio, forced=full[:2])
+    full = tiny_en.transcribe(audio).tokens
+    continued = tiny_en.transcribe(audio, forced=full[:2])
     assert continued.stats.windows == (10.0,) and continued.tokens == full[2:]
 
 
-def test_a_clip_longer_than_half_a_bucket_takes_the_next_one(tiny, spoken):
+def test_a_clip_longer_than_half_a_bucket_takes_the_next_one(tiny_en, spoken):
     audio = spoken[LONG]
     assert 5.0 < len(audio) / SAMPLE_RATE <= 10.0
-    hypothesis = tiny.transcribe(audio)
+    hypothesis = tiny_en.transcribe(audio)
     assert hypothesis.stats.windows == (20.0,)
-    assert said(tiny, hypothesis) == words(LONG)
+    assert said(tiny_en, hypothesis) == words(LONG)
 
 
-def test_a_looped_decode_is_redone_in_the_next_window(tiny, spoken, monkeypatch):
-    audio, real = spoken[REQUESTS[0]], tiny.decode_in_window
+def test_a_looped_decode_is_redone_in_the_next_window(tiny_en, spoken, monkeypatch):
+    audio, real = spoken[REQUESTS[0]], tiny_en.decode_in_window
 
     def loops_in_10_s(clip, window_s, forced=(), prompt=(), max_new_tokens=None):
         if window_s == 10.0:  # what a loop looks like: the same words until the token cap
-            return Hypothesis(tuple(tiny.text.encode(" What time is it?")) * 20)
+            return Hypothesis(tuple(tiny_en.text.encode(" What time is it?")) * 20)
         return real(clip, window_s, forced, prompt, max_new_tokens)
 
-    monkeypatch.setattr(tiny, "decode_in_window", loops_in_10_s)
-    hypothesis = tiny.transcribe(audio)
+    monkeypatch.setattr(tiny_en, "decode_in_window", loops_in_10_s)
+    hypothesis = tiny_en.transcribe(audio)
     assert hypothesis.stats.windows == (10.0, 20.0)
-    assert said(tiny, hypothesis) == words(REQUESTS[0])
+    assert said(tiny_en, hypothesis) == words(REQUESTS[0])
 
 
-def test_a_35_s_clip_still_decodes(tiny, spoken):
+def test_a_35_s_clip_still_decodes(tiny_en, spoken):
     request = spoken[REQUESTS[1]]
     audio = np.concatenate([request, np.zeros(35 * SAMPLE_RATE - len(request), np.float32)])
-    hypothesis = tiny.transcribe(audio)
+    hypothesis = tiny_en.transcribe(audio)
     assert hypothesis.stats.windows == ()  # faster-whisper's moving 30 s windows
-    assert said(tiny, hypothesis) == words(REQUESTS[1])
+    assert said(tiny_en, hypothesis) == words(REQUESTS[1])

@@ -34,14 +34,6 @@ def test_the_probability_is_read_right_after_the_last_word():
 
 
 @pytest.fixture(scope="module")
-def tiny(registry_model):
-    from foresay.engine.asr.whisper.faster import FasterWhisperBackend, FasterWhisperConfig
-
-    registry_model("whisper-tiny.en")
-    return FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1))
-
-
-@pytest.fixture(scope="module")
 def readings(registry_model):
     """Requests read in one breath by Piper, each with the sample where its phrase break lies."""
     registry_model("piper-en_US-joe-medium")
@@ -67,24 +59,24 @@ def _heard(samples: np.ndarray, until: int) -> np.ndarray:
     return np.concatenate([np.zeros(3 * SAMPLE_RATE // 10, np.float32), samples[:until], quiet])
 
 
-def test_a_request_that_ended_sounds_more_ended_than_one_stopped_at_its_phrase_break(tiny, readings):
-    ended = [tiny.transcribe(_heard(s, len(s))).p_sentence_end for s, _ in readings]
-    stopped = [tiny.transcribe(_heard(s, cut)).p_sentence_end for s, cut in readings]
+def test_a_request_that_ended_sounds_more_ended_than_one_stopped_at_its_phrase_break(tiny_en, readings):
+    ended = [tiny_en.transcribe(_heard(s, len(s))).p_sentence_end for s, _ in readings]
+    stopped = [tiny_en.transcribe(_heard(s, cut)).p_sentence_end for s, cut in readings]
     assert all(p is not None and 0.0 <= p <= 1.0 for p in ended + stopped)
     assert np.mean(ended) > 0.8 and np.mean(ended) - np.mean(stopped) > 0.25, (ended, stopped)
 
 
-def test_a_forced_prefix_leaves_the_probability_as_it_was(tiny, readings):
+def test_a_forced_prefix_leaves_the_probability_as_it_was(tiny_en, readings):
     audio = _heard(*readings[0][:1], len(readings[0][0]))
-    whole = tiny.transcribe(audio)
-    continued = tiny.transcribe(audio, forced=whole.tokens[:3])
+    whole = tiny_en.transcribe(audio)
+    continued = tiny_en.transcribe(audio, forced=whole.tokens[:3])
     assert continued.tokens == whole.tokens[3:]
     assert continued.p_sentence_end == pytest.approx(whole.p_sentence_end, abs=1e-3)
 
 
-def test_the_streaming_preview_says_what_its_final_decode_said(tiny, readings):
+def test_the_streaming_preview_says_what_its_final_decode_said(tiny_en, readings):
     samples, _ = readings[0]
-    transcriber = StreamingTranscriber(tiny, StreamingConfig())
+    transcriber = StreamingTranscriber(tiny_en, StreamingConfig())
     assert transcriber.preview_sentence_end() is None
     transcriber.append(_heard(samples, len(samples)))
     transcriber.preview_final()
