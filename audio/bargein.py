@@ -14,7 +14,9 @@ and before it (when `raw` is given) at all, so a moment in which the canceller l
 through cannot pass for the user. An interrupt fires once such frames
 span `min_speech_ms` (pauses up to `max_gap_ms` bridged, at least `min_voiced_ratio` of the
 span voiced); `Interrupt.t` is the capture time at which that became true, and
-`onset_t` the start of the user's speech. The detector then disarms itself until the next
+`onset_t` the start of the user's speech: of the first user frame before it with no gap longer
+than `onset_gap_ms` since (a first word the gate let through, then quieter syllables it took for
+echo, then the run that interrupts: the utterance began with that first word). The detector then disarms itself until the next
 `arm()`.
 """
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .vad import Vad, VadConfig, make_vad
 class BargeInConfig:
     min_speech_ms: int = 300      # user speech over the assistant needed to interrupt
     max_gap_ms: int = 150         # a longer pause starts the count again
+    onset_gap_ms: int = 500       # user speech this soon after earlier user speech is the same utterance
     min_voiced_ratio: float = 0.6  # share of the span that must be user speech
     vad: VadConfig = field(default_factory=lambda: VadConfig(kind="webrtc", aggressiveness=3,
                                                              frame_ms=30))
@@ -50,6 +53,8 @@ class BargeInConfig:
     def __post_init__(self):
         if self.min_speech_ms <= 0 or self.max_gap_ms < 0:
             raise ValueError("min_speech_ms must be positive and max_gap_ms not negative")
+        if self.onset_gap_ms < self.max_gap_ms:
+            raise ValueError("onset_gap_ms must be at least max_gap_ms")
         if not 0.0 < self.min_voiced_ratio <= 1.0:
             raise ValueError("min_voiced_ratio must be in (0, 1]")
 
@@ -68,6 +73,7 @@ class BargeInDetector:
         self._raw: dict[int, np.ndarray] = {}   # raw frames by start time (in samples)
         self._turn_id: int | None = None
         self._run_start: float | None = None
+        self._speech_start: float | None = None  # the utterance's first user frame (onset_gap_ms)
         self._last_user_end = 0.0
         self._user_frames = 0
         self.onset_t: float | None = None   # start of the speech that caused the last interrupt
@@ -79,16 +85,16 @@ class BargeInDetector:
     def arm(self, turn_id: int) -> None:
         """Listen for barge-in while the reply to `turn_id` plays."""
         self._turn_id = turn_id
-        self._run_start = None
+        self._run_start = self._speech_start = None
 
     @property
     def speaking_since(self) -> float | None:
         """Start of the user speech heard now that has not (yet) made an interrupt, or None."""
-        return self._run_start
+        return self._speech_start
 
     def disarm(self) -> None:
         self._turn_id = None
-        self._run_start = None
+        self._run_start = self._speech_start = None
 
     def process(self, block: AudioBlock, raw: AudioBlock | None = None) -> list[Interrupt]:
         """Feed the mic audio after the echo canceller (`block`) and, better, the same audio
@@ -116,19 +122,24 @@ class BargeInDetector:
             return None
         t_end = t + self._f
         if user and voiced:
+            if self._speech_start is None or t - self._last_user_end > c.onset_gap_ms / 1000:
+                self._speech_start = t
             if self._run_start is None or t - self._last_user_end > c.max_gap_ms / 1000:
                 self._run_start, self._user_frames = t, 0
             self._last_user_end = t_end
             self._user_frames += 1
-        elif self._run_start is not None and t_end - self._last_user_end > c.max_gap_ms / 1000:
-            self._run_start = None
+        else:
+            if self._run_start is not None and t_end - self._last_user_end > c.max_gap_ms / 1000:
+                self._run_start = None
+            if self._speech_start is not None and t_end - self._last_user_end > c.onset_gap_ms / 1000:
+                self._speech_start = None
         if self._run_start is None:
             return None
         span = t_end - self._run_start
         ratio = self._user_frames * self._f / span
         if span + 1e-9 >= c.min_speech_ms / 1000 and ratio >= c.min_voiced_ratio:
             event = Interrupt(turn_id=self._turn_id, t=t_end)
-            self.onset_t = self._run_start
+            self.onset_t = self._speech_start
             self.disarm()
             return event
         return None

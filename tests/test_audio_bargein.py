@@ -112,6 +112,24 @@ def test_second_voice_over_the_assistant_interrupts_within_400_ms(voices, cancel
     assert not detector.armed                     # one interrupt per reply
 
 
+@pytest.mark.parametrize("canceller", CANCELLERS)
+def test_the_onset_is_the_first_word_though_a_pause_follows_it(voices, canceller):
+    """"No ... wait, I meant": the first word alone is too short to interrupt, and the pause
+    after it (longer than `max_gap_ms`) starts the count again; the user's speech still began
+    with that word, which the listener must hand to the endpointer."""
+    assistant, user = voices
+    first, _ = speech_extent(user)
+    word = int((first + 0.12) * SAMPLE_RATE)
+    split = np.concatenate([user[:word], np.zeros(int(0.35 * SAMPLE_RATE), np.float32), user[word:]])
+    played, mic, onset = mixed((assistant, split), user_at=1.0)
+    [event] = run_detector(played, mic, canceller)[0]
+    assert event.t - T0 - onset > 0.35 + 0.3 - 0.031      # the interrupt waited for the second run
+    _, detector, _ = run_detector(played, mic, canceller)
+    assert abs(detector.onset_t - T0 - onset) <= 0.061    # ... but dates the speech from its first word
+    with pytest.raises(ValueError, match="onset_gap_ms"):
+        BargeInConfig(max_gap_ms=200, onset_gap_ms=100)
+
+
 def test_echo_canceller_removes_the_echo_and_keeps_the_user(voices):
     played, mic, _ = mixed(voices, user_at=None, echo_db=-10)
     _, _, cleaned = run_detector(played, mic, "webrtc")
