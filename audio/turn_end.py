@@ -36,8 +36,8 @@
 
 The estimates are fused as independent evidence, in log-odds: the LLM's times `llm_weight`
 (clipped to [`incomplete_p`, `complete_p`] when a cue takes part: a small chat model says 0.9999
-after a whole request that may still go on), plus the cue's times `cue_weight`. A cue of 0.5 changes nothing;
-below it the wait grows, above it an unsure LLM estimate sounds more finished.
+after a whole request that may still go on), plus the cue's times `cue_weight`. A cue of 0.5
+changes nothing; below it the wait grows, above it an unsure LLM estimate sounds more finished.
 
 The wait follows the fused probability p: `complete_s` when p >= `complete_p` ("sounds
 finished"), `incomplete_s` when p <= `incomplete_p` ("sounds unfinished"), and in between
@@ -86,9 +86,10 @@ class TurnEndConfig:
     llm_weight: float = 1.0
     unsteady_s: float = 0.8   # pauses inside requests last 0.3-0.7 s in the turn sets
     open_sentence_s: float = 0.9  # such a pause measures up to 0.81 s from the last voiced frame
-    sentence_end_p: float = 0.8
+    sentence_end_p: float = 0.8   # Piper requests paused mid-way: 8-12 of 40 cut at 0.8, 18-19 at
+                                  # 0.7, 33-35 on the written mark alone (docs/benchmarks.md)
     cue_weight: float = 0.5
-    cue_wait_s: float = 0.3   # Smart Turn answers 0.15-0.25 s into the silence on a 2-core CPU
+    cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
