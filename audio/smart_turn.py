@@ -133,14 +133,15 @@ def smart_turn_features(audio: np.ndarray, window_s: float = WINDOW_S) -> np.nda
 
 def wanted(config: SmartTurnConfig) -> bool:
     """Whether the cue runs: "on", or "auto" with the model at hand (no download is started)."""
+    from foresay.engine.errors import ModelUnavailable
+
     if config.use != "auto":
         return config.use == "on"
-    if config.model_path:
-        return Path(config.model_path).is_file()
-    from foresay.engine.registry_models import registry_model_path
-
-    path = registry_model_path(MODEL_NAME)
-    return path is not None and (path / MODEL_FILE).is_file()
+    try:
+        resolve_model_path(config)
+    except ModelUnavailable:
+        return False
+    return True
 
 
 def resolve_model_path(config: SmartTurnConfig) -> Path:

@@ -18,7 +18,8 @@ the work the pipeline is to do in the silence is done here, in the same order:
 No partial-transcript hops and no drafting run (they do not change the decision here), so the
 figures are the decision's and its inputs' own: endpoint delays and cut-offs against the truth,
 the compute time of the speculative final (`speculative_ms`: preview + verification), of the
-audio cue (`cue_ms`) and of the final after the end (`asr_final_ms`). Voice-to-voice needs the whole pipeline: not reported.
+audio cue (`cue_ms`) and of the final after the end (`asr_final_ms`). Voice-to-voice needs the
+whole pipeline: not reported.
 """
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from foresay.app.assemble import load_smart_turn
 from foresay.app.bench.turn_records import Observed
 from foresay.app.config import Settings
-from foresay.engine.events import AudioTurnCue, PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed
+from foresay.engine.events import (AudioTurnCue, PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused,
+                                   VoiceResumed)
 
 BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
 
@@ -48,10 +51,7 @@ class PausedTurnDriver:
         self.recheck_ms: list[float] = []  # preview + recheck, the time until PauseRechecked
         self.final_ms: list[float] = []
         self.cue_ms: list[float] = []
-        self.smart_turn = None
-        if settings.audio.uses_audio_cue(settings.app.adaptive_endpointing):
-            from foresay.audio.smart_turn import SmartTurnModel
-            self.smart_turn = SmartTurnModel(settings.audio.smart_turn)
+        self.smart_turn = load_smart_turn(settings)
 
     def warmup(self) -> None:
         """One speculative final and verification on a short noise clip, untimed (first calls
