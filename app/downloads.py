@@ -21,13 +21,14 @@ from typing import Callable
 from foresay.app.config import OFFLINE_PROFILES, PROFILES, Settings, default_config_path
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.events import LoadProgress
+from foresay.engine.model_registry import SPEECH_FILES
 
-# The files each loader reads. WHISPER_FILES must match engine.asr.whisper.models.resolve_folder (and
-# engine.asr.llm.loading.HUB_FILES: Qwen3-ASR repositories are fetched with the same patterns), and
-# CT2_WHISPER_FILES faster_whisper.utils.download_model (tests check both).
+# The files each loader reads. WHISPER_FILES are the speech recognizers' (Whisper and Qwen3-ASR in
+# transformers' layout, `engine.model_registry.SPEECH_FILES`), and CT2_WHISPER_FILES must match
+# faster_whisper.utils.download_model (tests check it).
 LLM_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
 TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja")
-WHISPER_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
+WHISPER_FILES = SPEECH_FILES
 CT2_WHISPER_FILES = ("config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*")
 
 

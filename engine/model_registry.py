@@ -11,6 +11,10 @@ from pathlib import Path
 
 from foresay.engine.errors import ModelUnavailable
 
+# What a speech recognizer's hub repository holds that its loader reads (Whisper and Qwen3-ASR in
+# transformers' layout alike); `app/downloads.py` asks the hub for the same patterns.
+SPEECH_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
+
 # model name (as given to --model, --target, --draft and profiles) -> folder under assets/models/
 SHIPPED_CHAT: dict[str, str] = {"demo": "demo-chat", "demo-cllm": "demo-chat-cllm",
                                 "demo-streams": "demo-chat-streams"}
@@ -34,3 +38,17 @@ def shipped_model_dir(name: str, table: dict[str, str]) -> Path:
                                f"foresay.engine.demo.chat train / foresay.engine.demo.whisper train / "
                                f"foresay.engine.demo.llm_asr train)")
     return folder
+
+
+def hub_speech_folder(name: str, what: str) -> Path:
+    """The local copy of hub repository `name` (`SPEECH_FILES`, downloaded once); `what` names
+    the model in the error when it is neither cached nor downloadable."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name, allow_patterns=list(SPEECH_FILES)))
+    except Exception as exc:  # the hub client raises many kinds; all mean "not available"
+        raise ModelUnavailable(
+            f"{what} {name!r} is neither a local folder nor downloadable here "
+            f"({type(exc).__name__}: {exc}). Download it once with a network connection "
+            "or give the path of a local copy.") from exc

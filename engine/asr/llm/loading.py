@@ -16,11 +16,11 @@ from pathlib import Path
 
 from foresay.engine.asr.whisper.fixtures import _built_once, default_fixture_root
 from foresay.engine.asr.llm.fixtures import is_llm_fixture, llm_fixture_folder
-from foresay.engine.model_registry import SHIPPED_LLM_ASR as DEMO_LLM_ASR, shipped_model_dir as demo_model_dir
+from foresay.engine.model_registry import (SHIPPED_LLM_ASR as DEMO_LLM_ASR, SPEECH_FILES, hub_speech_folder,
+                                          shipped_model_dir as demo_model_dir)
 from foresay.engine.errors import ModelUnavailable
 
-# The files the loader reads; app/downloads.py asks the hub for the same patterns.
-HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
+HUB_FILES = SPEECH_FILES  # the files the loader reads
 # Original layout -> transformers' layout, first matching prefix wins.
 WEIGHT_RENAMES = (("thinker.audio_tower.proj1.", "model.multi_modal_projector.linear_1."),
                   ("thinker.audio_tower.proj2.", "model.multi_modal_projector.linear_2."),
@@ -57,23 +57,11 @@ def resolve_llm_folder(config) -> Path:
     elif path.exists() or name.startswith((".", "/", "~")):
         raise ModelUnavailable(f"{name} is not a Qwen3-ASR model folder")
     else:
-        folder = _download(name)
+        folder = hub_speech_folder(name, "Qwen3-ASR speech recognizer")
     if is_original_layout(folder):
         root = Path(config.fixture_root) if config.fixture_root is not None else default_fixture_root().parent
         return converted_folder(folder, root / "converted")
     return folder
-
-
-def _download(name: str) -> Path:
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
-    except Exception as exc:  # the hub client raises many kinds; all mean "not available"
-        raise ModelUnavailable(
-            f"speech recognizer {name!r} (Qwen3-ASR) is neither a local folder nor downloadable here "
-            f"({type(exc).__name__}: {exc}). Download it once with a network connection "
-            "or give the path of a local copy.") from exc
 
 
 def is_original_layout(folder: Path) -> bool:

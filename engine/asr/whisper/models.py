@@ -11,7 +11,8 @@ from tokenizers import Tokenizer
 from foresay.engine.asr.errors import InvalidAsrConfig, InvalidAudio
 from foresay.engine.asr.whisper.fixtures import fixture_folder, is_fixture
 from foresay.engine.asr.vocab import SuppressionRules, WhisperVocab
-from foresay.engine.model_registry import SHIPPED_WHISPER as DEMO_WHISPER, shipped_model_dir as demo_model_dir
+from foresay.engine.model_registry import (SHIPPED_WHISPER as DEMO_WHISPER, hub_speech_folder,
+                                          shipped_model_dir as demo_model_dir)
 from foresay.engine.errors import ModelUnavailable
 
 SAMPLE_RATE = 16_000
@@ -102,15 +103,7 @@ def resolve_folder(config: WhisperModelConfig) -> Path:
         return path
     if path.exists() or config.name.startswith((".", "/", "~")):
         raise ModelUnavailable(f"{config.name} is not a Whisper model folder")
-    from huggingface_hub import snapshot_download
-    try:
-        return Path(snapshot_download(
-            config.name, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"]))
-    except Exception as exc:  # the hub client raises many kinds; all mean "not available"
-        raise ModelUnavailable(
-            f"Whisper model {config.name!r} is neither a local folder nor downloadable here "
-            f"({type(exc).__name__}: {exc}). Download it once with a network connection "
-            "or give the path of a local copy.") from exc
+    return hub_speech_folder(config.name, "Whisper model")
 
 
 def load_whisper(config: WhisperModelConfig) -> LoadedWhisper:
