@@ -16,8 +16,8 @@ span `min_speech_ms` (pauses up to `max_gap_ms` bridged, at least `min_voiced_ra
 span voiced); `Interrupt.t` is the capture time at which that became true, and
 `onset_t` the start of the user's speech: of the first user frame before it with no gap longer
 than `onset_gap_ms` since (a first word the gate let through, then quieter syllables it took for
-echo, then the run that interrupts: the utterance began with that first word). The detector then disarms itself until the next
-`arm()`.
+echo, then the run that interrupts: the utterance began with that first word). The detector
+then disarms itself until the next `arm()`.
 """
 from __future__ import annotations
 

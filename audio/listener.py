@@ -26,8 +26,8 @@ from typing import Callable
 import numpy as np
 
 from foresay.engine.events import (AudioTurnCue, DraftUpdated, Event, Interrupt, ModeChanged, MuteChanged,
-                                   PauseRechecked, PausedTranscript, ReplyHeard, ReplyStarted, SpeechStarted, TalkPressed,
-                                   TalkReleased, TurnEnded, UserAudio)
+                                   PauseRechecked, PausedTranscript, ReplyHeard, ReplyStarted, SpeechStarted,
+                                   TalkPressed, TalkReleased, TurnEnded, UserAudio)
 from foresay.engine.stage import Stage
 
 from .blocks import AudioBlock

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foresay.engine.events import (AudioTurnCue, DraftUpdated, EndOfTurnEstimate, Event, PausedTranscript, PauseRechecked,
-                                   SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
+from foresay.engine.events import (AudioTurnCue, DraftUpdated, EndOfTurnEstimate, Event, PausedTranscript,
+                                   PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
 from foresay.engine.sentences import ends_sentence
 
 from .blocks import SAMPLE_RATE

@@ -92,7 +92,8 @@ def read_aligned(voice, text: str, reading: Reading) -> tuple[np.ndarray, list[i
             if aligned.phoneme == " ":
                 boundaries.append(round((at + aligned.num_samples / 2) * SAMPLE_RATE / rate) - first)
             at += int(aligned.num_samples)
-        at = at if chunk.phoneme_alignments else at + len(chunk.audio_float_array)
+        if not chunk.phoneme_alignments:
+            at += len(chunk.audio_float_array)
     return samples[first:end], [b for b in boundaries if 0 < b < end - first]
 
 
