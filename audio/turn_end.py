@@ -193,12 +193,9 @@ class TurnEndDecision(HangoverPolicy):
     def _fresh_cue(self) -> float | None:
         return self._cue[0] if self._cue is not None and self._current(self._cue[1]) else None
 
-    def current_p(self) -> float | None:
-        """The fused P(end of turn) of the current LLM estimate and audio cue (None: no opinion)."""
-        x = self._fused_logit()
-        return None if x is None else 1 / (1 + math.exp(-x))
-
     def _fused_logit(self) -> float | None:
+        """The log-odds of the fused P(end of turn) of the current LLM estimate and audio cue
+        (None: no opinion)."""
         c = self.config
         cue = self._fresh_cue() if c.cue_weight > 0 else None
         terms = []
