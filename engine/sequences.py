@@ -10,6 +10,12 @@ def words(text: str) -> list[str]:
     return re.sub(r"[^\w' ]+", " ", text.lower()).split()
 
 
+def extends(text: str, longer: str) -> bool:
+    """Whether `longer` says every word of `text`, from the first, and then more."""
+    before, after = words(text), words(longer)
+    return len(after) > len(before) and after[:len(before)] == before
+
+
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading items `a` and `b` share."""
     n = min(len(a), len(b))

@@ -12,8 +12,12 @@ the work the pipeline is to do in the silence is done here, in the same order:
                      with Smart Turn on ([audio.smart_turn]), its P(end of turn) for the turn's
                      audio through the pause (`AudioTurnCue`), handed over after its own time
                      (live it runs beside the recognizer, on its own thread)
+    silence goes on -> at `late_look_ms` past the pause decode, the second look: the turn decoded
+                     again with the silence's audio; if it heard more words, a new revision
+                     and its verification, handed over like the pause's
     VoiceResumed / TurnResumed -> the held audio and what follows are appended again
-    TurnEnded     -> `finish()`: the previewed final, without decoding again, unless audio came since
+    TurnEnded     -> the newest paused transcript, without decoding again, unless voice came since
+                     (then `finish()`)
 
 No partial-transcript hops and no drafting run (they do not change the decision here), so the
 figures are the decision's and its inputs' own: endpoint delays and cut-offs against the truth,
@@ -51,6 +55,7 @@ class PausedTurnDriver:
         self.recheck_ms: list[float] = []  # preview + recheck, the time until PauseRechecked
         self.final_ms: list[float] = []
         self.cue_ms: list[float] = []
+        self.look_ms: list[float] = []  # the second looks in long silences
         self.smart_turn = load_smart_turn(settings)
 
     def warmup(self) -> None:
@@ -84,6 +89,7 @@ class PausedTurnDriver:
             for event in ep.push(block):
                 self._on_event(event, ep, obs, t0)
             self._feed(ep)
+            self._look_again(ep, block.t)
         for event in ep.finish():
             self._on_event(event, ep, obs, t0)
         return obs
@@ -113,6 +119,32 @@ class PausedTurnDriver:
         if len(audio) > state["fed"]:
             state["asr"].append(audio[state["fed"]:])
             state["fed"] = len(audio)
+
+    def _look_again(self, ep, t: float) -> None:
+        """The second look in a long silence, as the ASR stage makes it (`late_look_ms`)."""
+        from foresay.engine.sequences import extends
+
+        state, late_ms = self._state, self.settings.streaming.late_look_ms
+        if (not late_ms or state is None or not state["held"] or state.get("paused_at") is None
+                or state["looked"] or len(ep.turn.audio(trimmed=False)) - state["paused_at"] < late_ms * 16):
+            return
+        state["looked"] = True
+        started = time.perf_counter()
+        self._feed(ep, force=True)
+        final = state["asr"].preview_final()
+        decoded = time.perf_counter() - started
+        self.look_ms.append(1000 * decoded)
+        if not extends(state["text"], final.text):
+            return
+        state["revision"] += 1
+        state["text"] = final.text
+        p = state["predgen"].update(final.text, state["revision"], should_stop=lambda: True).p_end_of_turn
+        spent = time.perf_counter() - started
+        delay, told = (spent, decoded) if self.estimate_s is None else (self.estimate_s, 0.0)
+        paused = (final.text, False, state["asr"].preview_sentence_end())
+        self._pending.append((t + told, "paused", ep.turn.turn_id, state["revision"], paused, final.t))
+        if p is not None:
+            self._pending.append((t + delay, "estimate", ep.turn.turn_id, state["revision"], p, final.t))
 
     def _judge_voice(self, pause: VoicePaused, ep) -> None:
         """Smart Turn on the turn's audio through the pause, handed over after the time it took."""
@@ -159,6 +191,7 @@ class PausedTurnDriver:
             told = previewed - started if self.estimate_s is None else 0.0
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
             paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
+            state.update(paused_at=state["fed"], looked=False, text=final.text)
             self._pending.append((event.t + told, "paused", event.turn_id, revision, paused, final.t))
             if steady is not None:
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
@@ -168,6 +201,7 @@ class PausedTurnDriver:
                 self._judge_voice(event, ep)
         elif isinstance(event, (VoiceResumed, TurnResumed)) and self._state is not None:
             self._state["held"] = False
+            self._state["paused_at"] = None
             if isinstance(event, TurnResumed):
                 obs.resumed.append((event.turn_id, event.t - t0))
         elif isinstance(event, TurnEnded) and self._state is not None:
@@ -175,7 +209,10 @@ class PausedTurnDriver:
             if not self._state["held"]:
                 self._feed(ep, force=True)
             started = time.perf_counter()
-            final = self._state["asr"].finish()
+            text = self._state["asr"].finish().text
             self.final_ms.append(1000 * (time.perf_counter() - started))
-            obs.finals.append((event.turn_id, final.text))
+            if self._state["held"] and self._state.get("paused_at") is not None:
+                text = self._state["text"]  # the newest paused transcript heard every voiced frame
+            obs.finals.append((event.turn_id, text))
             self._state["held"] = True  # until the user resumes the turn
+            self._state["paused_at"] = None

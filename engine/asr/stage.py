@@ -12,7 +12,10 @@ The pause decode is the final. At a voice pause (VoicePaused) the whole turn is 
 (`PausedTranscript`); when the turn then ends without new voice, that transcript is the final:
 the one `TurnEnded.heard_revision` names, or the one still decoding when the end came before it
 (awaited, not decoded again). Only a turn whose last words no pause decode heard is decoded after
-its end. A steadiness check of the pause transcript (`PauseRechecked`) runs only when its decode
+its end. The endpointer's voice test can miss a quiet last word; when the silence goes on, the
+turn is decoded once more with the silence's audio (`StreamingConfig.late_look_ms`), and a look
+that hears more words is sent as the newest PausedTranscript (and is the final if the turn ends
+while it decodes). A steadiness check of the pause transcript (`PauseRechecked`) runs only when its decode
 was cheap (`StreamingConfig.recheck_max_ms`): on a real Whisper it would double the wait.
 
 As a pipeline stage it consumes UserAudio (the first block of a turn starts it), TurnEnded
@@ -33,6 +36,7 @@ import numpy as np
 from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
+from foresay.engine.sequences import extends
 from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, PauseRechecked,
@@ -45,11 +49,13 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Pause:
     """A pause decode: its transcriber, the task making it, the capture time its audio runs to;
-    `stale` once voice came back (a decode not started by then is skipped)."""
+    `stale` once voice came back (a decode not started by then is skipped); `late`: the second
+    look in the same silence, once begun."""
     transcriber: StreamingTranscriber
     task: asyncio.Task | None = None
     until_t: float = 0.0
     stale: bool = False
+    late: asyncio.Task | None = None
 
 
 
@@ -94,6 +100,7 @@ class StreamingAsr(Stage):
                     self._finish_in_background(self._detach())
                 self._start_turn(event.turn_id, event.t)
             self._feed(event.samples)
+            self._maybe_look_again()
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
@@ -118,7 +125,11 @@ class StreamingAsr(Stage):
                 # every voiced sample was in the pause decode: ending the turn costs nothing
                 detached[1].cancel()
                 self._finished = (event.turn_id, detached[0], detached[2])
-                self.emit(preview[1])
+                late = pause.late if pause is not None and pause.transcriber is detached[0] else None
+                if late is not None and not late.done():
+                    self.spawn(self._final_after_look(detached[0], late, preview[1]))
+                else:
+                    self.emit(preview[1])
             elif (pause is not None and pause.transcriber is detached[0] and not pause.task.done()
                     and event.last_voiced_t <= pause.until_t + 1e-3):
                 # the pause decode that heard every voiced sample is still running: it is the final
@@ -219,6 +230,55 @@ class StreamingAsr(Stage):
             return
         if self._transcriber is not pause.transcriber:  # not resumed meanwhile
             self.emit(final if final is not None else await self._decode(pause.transcriber.finish))
+
+    def _maybe_look_again(self) -> None:
+        """Begin the second look once the silence's audio runs `late_look_ms` past the pause decode."""
+        pause = self._pause
+        if (not self.config.late_look_ms or not self._paused or pause is None or pause.late is not None
+                or pause.task is None or pause.transcriber is not self._transcriber):
+            return
+        heard_until = pause.transcriber.start_time + self._fed_samples / SAMPLE_RATE
+        if heard_until - pause.until_t >= self.config.late_look_ms / 1000:
+            pause.late = self.spawn(self._look_again(pause, self._take_audio()))
+
+    async def _look_again(self, pause: _Pause, audio: np.ndarray) -> FinalTranscript | None:
+        """Decode the turn again with the silence's audio; returns the transcript if it heard more
+        words than the pause decode (sent as a PausedTranscript while the turn is open), else None."""
+        try:
+            first = await asyncio.shield(pause.task)
+        except Exception:
+            return None  # the pause decode failed, and said so when the turn ends
+        transcriber = pause.transcriber
+
+        def work() -> tuple[FinalTranscript, int, float | None] | None:
+            transcriber.append(audio)
+            if first is None or pause.stale:
+                return None  # the voice came back: the hops hear this audio with what follows
+            final = transcriber.preview_final()
+            if not extends(first.text, final.text):
+                return None  # no word more, or words heard otherwise: the pause decode stands
+            transcriber.revision += 1
+            return final, transcriber.revision, transcriber.preview_sentence_end()
+
+        looked = await self._decode(work)
+        if looked is None:
+            return None
+        final, revision, p_sentence_end = looked
+        if self._transcriber is transcriber and not pause.stale:
+            self._previews = {transcriber.turn_id: (transcriber, final, revision)}
+            self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
+                                       p_sentence_end=p_sentence_end))
+        return final
+
+    async def _final_after_look(self, transcriber: StreamingTranscriber, late: asyncio.Task,
+                                paused: FinalTranscript) -> None:
+        """The turn ended while its second look decoded: that look's words, if it heard more."""
+        try:
+            looked = await asyncio.shield(late)
+        except Exception:
+            looked = None  # the pause decode's transcript stands
+        if self._transcriber is not transcriber:  # not resumed meanwhile
+            self.emit(looked if looked is not None else paused)
 
     async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
         """After the paused transcript went out (PredGen verifies it meanwhile): was its last word

@@ -85,6 +85,12 @@ class StreamingConfig:
     # The check runs only after a pause decode that took at most this long: on the demo Whisper
     # (a few ms) it is free; on a real Whisper it would double the wait at every pause.
     recheck_max_ms: float = 50.0
+    # A second look in a long silence: once the turn's audio runs this far past the pause decode
+    # and the voice has not come back, the turn is decoded again with the silence's audio. The
+    # endpointer's voice test (VAD and a margin over the room's noise) can miss a quiet last word
+    # ("... in a few sentences" in room noise) that Whisper hears; the pause decode stopped
+    # before it. A look that hears more words is the turn's newest transcript. 0: off.
+    late_look_ms: int = 350
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -107,6 +113,8 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
         if not 0 <= self.hop_rest <= 10:
             raise InvalidAsrConfig(f"hop_rest must be in 0..10, got {self.hop_rest}")
+        if not 0 <= self.late_look_ms <= 5000:
+            raise InvalidAsrConfig(f"late_look_ms must be in 0..5000 (0: off), got {self.late_look_ms}")
         if self.recheck_max_ms < 0:
             raise InvalidAsrConfig(f"recheck_max_ms must not be negative, got {self.recheck_max_ms}")
         for name in ("recheck_ms", "recheck_again_ms"):
