@@ -22,8 +22,8 @@ the work the pipeline is to do in the silence is done here, in the same order:
 No partial-transcript hops and no drafting run (they do not change the decision here), so the
 figures are the decision's and its inputs' own: endpoint delays and cut-offs against the truth,
 the compute time of the speculative final (`speculative_ms`: preview + verification), of the
-audio cue (`cue_ms`) and of the final after the end (`asr_final_ms`). Voice-to-voice needs the
-whole pipeline: not reported.
+audio cue (`cue_ms`), of the second looks (`late_look_ms`, and how many: `late_looks`) and of the
+final after the end (`asr_final_ms`). Voice-to-voice needs the whole pipeline: not reported.
 """
 from __future__ import annotations
 

@@ -237,7 +237,8 @@ def bench_decision(settings: Settings, recordings: list[Recording], progress=Non
             progress(f"{i + 1}/{len(recordings)} {rec.audio.name}")
     report = score(recordings, observed)
     report.update(asr_final_ms=_stats(driver.final_ms), voice_to_voice_ms=_stats([]),
-                  speculative_ms=_stats(driver.speculative_ms), recheck_ms=_stats(driver.recheck_ms))
+                  speculative_ms=_stats(driver.speculative_ms), recheck_ms=_stats(driver.recheck_ms),
+                  late_looks=len(driver.look_ms), late_look_ms=_stats(driver.look_ms))
     if driver.smart_turn is not None:
         report.update(audio_cue_ms=_stats(driver.cue_ms))
     return report, observed

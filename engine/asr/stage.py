@@ -228,6 +228,9 @@ class StreamingAsr(Stage):
         except Exception as exc:  # the decode failed: the turn still ends, said why
             self._report(pause.transcriber, f"speech recognition failed: {exc}")
             return
+        if pause.late is not None:  # a second look begun meanwhile: its words, if it heard more
+            with contextlib.suppress(Exception):
+                final = await asyncio.shield(pause.late) or final
         if self._transcriber is not pause.transcriber:  # not resumed meanwhile
             self.emit(final if final is not None else await self._decode(pause.transcriber.finish))
 
@@ -273,10 +276,9 @@ class StreamingAsr(Stage):
     async def _final_after_look(self, transcriber: StreamingTranscriber, late: asyncio.Task,
                                 paused: FinalTranscript) -> None:
         """The turn ended while its second look decoded: that look's words, if it heard more."""
-        try:
+        looked = None
+        with contextlib.suppress(Exception):  # a failed look: the pause decode's transcript stands
             looked = await asyncio.shield(late)
-        except Exception:
-            looked = None  # the pause decode's transcript stands
         if self._transcriber is not transcriber:  # not resumed meanwhile
             self.emit(looked if looked is not None else paused)
 
