@@ -15,8 +15,9 @@ the one `TurnEnded.heard_revision` names, or the one still decoding when the end
 its end. The endpointer's voice test can miss a quiet last word; when the silence goes on, the
 turn is decoded once more with the silence's audio (`StreamingConfig.late_look_ms`), and a look
 that hears more words is sent as the newest PausedTranscript (and is the final if the turn ends
-while it decodes). A steadiness check of the pause transcript (`PauseRechecked`) runs only when its decode
-was cheap (`StreamingConfig.recheck_max_ms`): on a real Whisper it would double the wait.
+while it decodes). A steadiness check of the pause transcript (`PauseRechecked`) runs only when
+its decode was cheap (`StreamingConfig.recheck_max_ms`): on a real Whisper it would double the
+wait.
 
 As a pipeline stage it consumes UserAudio (the first block of a turn starts it), TurnEnded
 (the final transcript follows) and TurnClosed (the conversation so far becomes the prompt, so
