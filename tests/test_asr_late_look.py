@@ -1,6 +1,8 @@
-"""Nothing the user said is lost to the voice test: a last word spoken low over room noise fails
-the endpointer's test (the VAD and a margin over the noise), so the pause decode stops before it;
-the recognizer's second look in the silence hears it (real Whisper tiny.en on a Piper reading)."""
+"""The second look in a long silence: nothing the user said is lost to the voice test. A last
+word spoken low over room noise fails the endpointer's test (the VAD and a margin over the
+noise), so the pause decode stops before it; the recognizer decodes the turn again once the
+silence runs on, and a look that hears more words is the final (the stage on the scripted
+recognizer, then real Whisper tiny.en on a Piper reading)."""
 import asyncio
 import wave
 from dataclasses import replace
@@ -8,8 +10,117 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from asr_slow import SlowScripted
+from test_asr_stage import WORDS, _bus_events, wired
 from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
+from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
+from foresay.engine.asr.streaming import StreamingConfig
+from foresay.engine.events import FinalTranscript, TurnEnded, UserAudio
 from foresay.engine.sequences import words
+
+
+def _pause_then(send, audio, cut, after):
+    """The voice test heard the turn only up to sample `cut`: a pause there, then `after` (the
+    rest of the recording, a quiet word the test missed or nothing) arriving in the silence."""
+    from foresay.engine.events import VoicePaused
+    send(UserAudio(1, 0.0, audio[:cut]))
+    send(VoicePaused(1, cut / SAMPLE_RATE, last_voiced_t=cut / SAMPLE_RATE - 0.1))
+    send(UserAudio(1, cut / SAMPLE_RATE, after))
+
+
+def test_a_quiet_last_word_the_voice_test_missed_is_heard_by_a_second_look_in_the_silence():
+    """The endpointer's voice test missed "off": the pause decode heard "turn the lights". Once the
+    silence's audio runs `late_look_ms` past it, the turn is decoded again: the look hears more
+    words, is sent as the newest paused transcript, and is the final, with no decode after the end."""
+    from foresay.engine.events import PausedTranscript
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    cut = int(utterance.timeline()[3][0])  # "turn the lights" | "off"
+    rest = np.concatenate([audio[cut:], np.zeros(SAMPLE_RATE // 2, np.float32)])
+    backend = ScriptedBackend(utterance)
+    calls = {}
+
+    async def script(stage, send):
+        _pause_then(send, audio, cut, rest)
+        await stage.settle()
+        calls["before_end"] = len(backend.calls)
+        first = [e for e in events if isinstance(e, PausedTranscript)][0]
+        send(TurnEnded(1, 2.5, last_voiced_t=first.audio_until_t - 0.05, heard_revision=first.revision))
+        await stage.settle()
+        calls["after_end"] = len(backend.calls)
+
+    stage, send, events = wired(backend, StreamingConfig(hop_ms=5000, recheck_ms=0, late_look_ms=350))
+
+    async def main():
+        await script(stage, send)
+        stage.close()
+    asyncio.run(main())
+    paused = [e for e in events if isinstance(e, PausedTranscript)]
+    assert [e.text for e in paused] == ["turn the lights", "turn the lights off"]
+    assert paused[1].revision > paused[0].revision and paused[1].audio_until_t > paused[0].audio_until_t
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+    assert calls["after_end"] == calls["before_end"] == 2  # the pause decode and the look
+
+
+def test_a_second_look_that_hears_nothing_more_changes_nothing_and_none_runs_when_off():
+    from foresay.engine.events import PausedTranscript
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    silence = np.zeros(SAMPLE_RATE // 2, np.float32)
+
+    async def script(stage, send):
+        _pause_then(send, audio, len(audio), silence)
+        await stage.settle()
+        send(TurnEnded(1, 3.0, last_voiced_t=len(audio) / SAMPLE_RATE - 0.1))
+
+    for late_look_ms, decodes in ((350, 2), (0, 1)):
+        backend = ScriptedBackend(utterance)
+        events = _bus_events(backend, script, StreamingConfig(hop_ms=5000, recheck_ms=0, late_look_ms=late_look_ms))
+        assert [e.text for e in events if isinstance(e, PausedTranscript)] == ["turn the lights off"]
+        assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+        assert len(backend.calls) == decodes
+
+
+def test_a_turn_ending_while_its_second_look_decodes_waits_for_the_words_it_hears():
+    """A slow recognizer: the end comes while the look is still decoding. The look heard a word
+    the pause decode did not, so the final is the look's, not the pause's."""
+    from foresay.engine.events import PausedTranscript
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    cut = int(utterance.timeline()[3][0])
+    rest = np.concatenate([audio[cut:], np.zeros(SAMPLE_RATE // 2, np.float32)])
+    backend = SlowScripted(utterance, seconds=0.1)
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio[:cut]))
+        from foresay.engine.events import VoicePaused
+        send(VoicePaused(1, cut / SAMPLE_RATE, last_voiced_t=cut / SAMPLE_RATE - 0.1))
+        while not any(isinstance(e, PausedTranscript) for e in events):
+            await asyncio.sleep(0.01)
+        send(UserAudio(1, cut / SAMPLE_RATE, rest))   # the look begins: it takes 0.1 s
+        await asyncio.sleep(0.02)
+        [first] = [e for e in events if isinstance(e, PausedTranscript)]
+        send(TurnEnded(1, 2.5, last_voiced_t=first.audio_until_t - 0.05, heard_revision=first.revision))
+        await stage.settle()
+
+    stage, send, events = wired(backend, StreamingConfig(hop_ms=5000, recheck_max_ms=0, late_look_ms=350))
+
+    async def main():
+        await script(stage, send)
+        stage.close()
+    asyncio.run(main())
+    assert [e.text for e in events if isinstance(e, PausedTranscript)] == ["turn the lights"]  # ended before the look was out
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+    assert len(backend.calls) == 2
+
+
+def test_a_second_look_counts_only_words_that_extend_what_the_pause_heard():
+    from foresay.engine.sequences import extends
+    assert extends("Call my brother", "call my brother on his mobile.")
+    assert not extends("Call my brother.", "Call my brother.")            # nothing more
+    assert not extends("Book a table for four.", "Book a table for for it.")  # heard otherwise
+    assert extends("", "hello")
+
 
 REQUEST = "Could you summarise the news headlines in a few sentences?"
 NOISE = 0.002   # room noise RMS, about -54 dBFS
