@@ -122,11 +122,12 @@ class PausedTurnDriver:
 
     def _look_again(self, ep, t: float) -> None:
         """The second look in a long silence, as the ASR stage makes it (`late_look_ms`)."""
+        from foresay.audio.blocks import SAMPLE_RATE
         from foresay.engine.sequences import extends
 
         state, late_ms = self._state, self.settings.streaming.late_look_ms
-        if (not late_ms or state is None or not state["held"] or state.get("paused_at") is None
-                or state["looked"] or len(ep.turn.audio(trimmed=False)) - state["paused_at"] < late_ms * 16):
+        if (not late_ms or state is None or not state["held"] or state.get("paused_at") is None or state["looked"]
+                or len(ep.turn.audio(trimmed=False)) - state["paused_at"] < late_ms * SAMPLE_RATE // 1000):
             return
         state["looked"] = True
         started = time.perf_counter()
