@@ -40,8 +40,10 @@ class BargeInConfig:
     max_gap_ms: int = 150         # a longer pause starts the count again
     onset_gap_ms: int = 500       # user speech this soon after earlier user speech is the same utterance
     min_voiced_ratio: float = 0.6  # share of the span that must be user speech
+    # unlevelled: the echo gates weigh the user's level against the reply's, and a boost would
+    # make the reply's echo sound like a voice
     vad: VadConfig = field(default_factory=lambda: VadConfig(kind="webrtc", aggressiveness=3,
-                                                             frame_ms=30))
+                                                             frame_ms=30, max_gain_db=0.0))
     gate: EchoGateConfig = field(default_factory=EchoGateConfig)   # on the cleaned audio
     # On the audio before the canceller, when given: it must hold more than the echo too, so a
     # moment where the canceller lets echo through (re-adapting) cannot pass for the user.

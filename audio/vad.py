@@ -32,6 +32,9 @@ class VadConfig:
     frame_ms: int = 30            # webrtc only: 10, 20 or 30 (silero always uses 32 ms)
     threshold: float = 0.5        # speech when probability >= threshold (silero's score)
     model_path: str | None = None  # silero only: an ONNX file; default faster-whisper's copy
+    speech_level_db: float = -25.0  # frames are raised (never lowered) so the loudest recent
+                                  # one sits here before the VAD hears them (`vad_level`) ...
+    max_gain_db: float = 30.0     # ... by at most this much (0: the VAD hears the samples as they came)
 
     def __post_init__(self):
         if self.kind not in ("webrtc", "silero"):
@@ -42,6 +45,10 @@ class VadConfig:
             raise ValueError("webrtc VAD frames must be 10, 20 or 30 ms")
         if not 0.0 < self.threshold < 1.0:
             raise ValueError("VAD threshold must be between 0 and 1")
+        if not -60.0 <= self.speech_level_db <= 0.0:
+            raise ValueError("VAD speech_level_db must be between -60 and 0 dBFS")
+        if self.max_gain_db < 0:
+            raise ValueError("VAD max_gain_db must not be negative")
 
 
 class Vad:
@@ -130,5 +137,11 @@ class SileroVad(Vad):
 def make_vad(config: VadConfig | None = None) -> Vad:
     config = config or VadConfig()
     if config.kind == "silero":
-        return SileroVad(config.model_path, config.threshold)
-    return WebRtcVad(config.aggressiveness, config.frame_ms, config.threshold)
+        vad: Vad = SileroVad(config.model_path, config.threshold)
+    else:
+        vad = WebRtcVad(config.aggressiveness, config.frame_ms, config.threshold)
+    if config.max_gain_db == 0:
+        return vad
+    from .vad_level import LevelledVad
+
+    return LevelledVad(vad, config.speech_level_db, config.max_gain_db)
