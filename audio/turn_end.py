@@ -24,7 +24,11 @@
   a speaker who stops mid-request with the voice still running on leaves it unsure even where the
   words would make a whole request ("Call my brother" ... "on his mobile"). A transcript without
   a sentence end, or whose `p` is below `sentence_end_p`, waits at least `open_sentence_s` (0:
-  off, for a recognizer that writes no punctuation);
+  off, for a recognizer that writes no punctuation). When the audio cue (below) heard the same
+  pause, it weighs in on this judgment too (`cue_sentence_weight`, in log-odds): both hear how
+  the voice stopped, and on real speakers they fail apart. Whisper writes no full stop after a
+  digit string or a card name said with a final fall, where Smart Turn hears the end; it writes
+  one after "And Mr." where Smart Turn hears the voice run on;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - an audio model's cue (`audio_cue(turn_id, p, audio_until_t)`, from `AudioTurnCue`: Smart Turn
   reading the turn's last 8 s at each voice pause): how the words were said, where the LLM reads
@@ -72,6 +76,9 @@ class TurnEndConfig:
     sentence_end_p: a transcript whose recognizer gave P(sentence end) below this counts as left
         without a sentence end, whatever mark won (0: only the written mark counts).
     cue_weight: weight of the audio cue's log-odds, added to the LLM's (0: the cue is ignored).
+    cue_sentence_weight: weight of the audio cue's log-odds, added to those of the recognizer's
+        P(sentence end) before they are held against `sentence_end_p` (0: the recognizer alone
+        says whether the sentence ended).
     cue_wait_s: when an audio cue is expected, the shortest wait while the current pause's cue has
         not answered (verdict "hearing the voice"), between `complete_s` and `incomplete_s`.
     """
@@ -89,6 +96,7 @@ class TurnEndConfig:
     sentence_end_p: float = 0.8   # Piper requests paused mid-way: 8-12 of 40 cut at 0.8, 18-19 at
                                   # 0.7, 33-35 on the written mark alone (docs/benchmarks.md)
     cue_weight: float = 0.5
+    cue_sentence_weight: float = 0.5  # of the cue's log-odds beside Whisper's P(sentence end)
     cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
 
     def __post_init__(self):
@@ -104,8 +112,8 @@ class TurnEndConfig:
             raise ValueError("turn end: need open_sentence_s 0 (off) or complete_s <= open_sentence_s <= incomplete_s")
         if not 0.0 <= self.sentence_end_p < 1.0:
             raise ValueError("turn end: sentence_end_p must be in [0, 1)")
-        if self.cue_weight < 0:
-            raise ValueError("turn end: cue_weight must not be negative")
+        if self.cue_weight < 0 or self.cue_sentence_weight < 0:
+            raise ValueError("turn end: cue_weight and cue_sentence_weight must not be negative")
         if not self.complete_s <= self.cue_wait_s <= self.incomplete_s:
             raise ValueError("turn end: need complete_s <= cue_wait_s <= incomplete_s")
 
@@ -128,7 +136,7 @@ class TurnEndDecision(HangoverPolicy):
         self._last_voiced_t: float | None = None
         self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
         self._checking: set[int] = set()  # revisions of this turn whose steadiness check is under way
-        self._open: set[int] = set()  # revisions of this turn the recognizer wrote no sentence end after
+        self._sentence: dict[int, tuple[bool, float | None]] = {}  # revision -> (". ? !" written, its P)
         self._cue: tuple[float, float] | None = None  # the audio cue: (p, audio heard until)
 
     # --- inputs -------------------------------------------------------------------------------
@@ -136,7 +144,7 @@ class TurnEndDecision(HangoverPolicy):
     def begin_turn(self, turn_id: int) -> None:
         self._turn_id = turn_id
         self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
-        self._unsteady, self._checking, self._open = set(), set(), set()
+        self._unsteady, self._checking, self._sentence = set(), set(), {}
         self._cue = None
 
     def update(self, p_end_of_turn: float, turn_id: int | None = None, revision: int | None = None,
@@ -166,12 +174,7 @@ class TurnEndDecision(HangoverPolicy):
     def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None) -> None:
         if turn_id != self._turn_id:
             return
-        if p is not None and self.config.sentence_end_p > 0:
-            ended = ended and p >= self.config.sentence_end_p
-        if ended:
-            self._open.discard(revision)
-        else:
-            self._open.add(revision)
+        self._sentence[revision] = (ended, None if p is None else min(1.0, max(0.0, float(p))))
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         if turn_id == self._turn_id:
@@ -192,6 +195,18 @@ class TurnEndDecision(HangoverPolicy):
 
     def _fresh_cue(self) -> float | None:
         return self._cue[0] if self._cue is not None and self._current(self._cue[1]) else None
+
+    def _open_sentence(self) -> bool:
+        """Whether the current transcript was left without a sentence end, by the recognizer's
+        mark and P(sentence end), with the audio cue's log-odds when it heard this pause."""
+        c = self.config
+        ended, p = self._sentence.get(self._revision, (True, None))
+        if p is None or c.sentence_end_p <= 0:
+            return not ended
+        cue = self._fresh_cue() if c.cue_sentence_weight > 0 else None
+        if cue is None:
+            return not (ended and p >= c.sentence_end_p)
+        return _logit(p) + c.cue_sentence_weight * _logit(cue) < _logit(c.sentence_end_p)
 
     def _fused_logit(self) -> float | None:
         """The log-odds of the fused P(end of turn) of the current LLM estimate and audio cue
@@ -231,7 +246,7 @@ class TurnEndDecision(HangoverPolicy):
                            and self._fresh_cue() is None)
             floors = [(c.unsteady_s, "unclear words", self._revision in self._unsteady),
                       (c.unsteady_s, "checking words", self._revision in self._checking),
-                      (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._revision in self._open),
+                      (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._open_sentence()),
                       (c.cue_wait_s, "hearing the voice", cue_pending)]
             for floor, reason, applies in floors:
                 if applies and wait < floor:
