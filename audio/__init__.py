@@ -7,9 +7,9 @@ Everything the rest of the app uses is importable from here (see docs/audio.md):
 - Sources (async context managers and async iterators of blocks): `MicSource(MicConfig)`,
   `FileSource(path)`; `AudioSource` documents the interface.
 - Devices: `list_devices()`, `resolve_device(spec, kind)`, `DeviceInfo`.
-- VAD and endpointing: `make_vad(VadConfig)`, `Endpointer` (returns `SpeechStarted` /
-  `TurnEnded`, and `VoicePaused` / `VoiceResumed` / `TurnResumed` / `EndOfTurnEstimate`),
-  `EndpointerConfig`, `PushToTalkGate`, `Mode`, `Turn`.
+- VAD and endpointing: `make_vad(VadConfig)` (a quiet microphone raised first: `LevelledVad`),
+  `Endpointer` (returns `SpeechStarted` / `TurnEnded`, and `VoicePaused` / `VoiceResumed` /
+  `TurnResumed` / `EndOfTurnEstimate`), `EndpointerConfig`, `PushToTalkGate`, `Mode`, `Turn`.
 - End-of-turn policies (strategy objects; `update(p_end_of_turn, turn_id, revision=,
   audio_until_t=)` from PredGen, `audio_cue(turn_id, p, audio_until_t)` from Smart Turn):
   `TurnEndDecision` + `TurnEndConfig`, `FixedHangover`, `AdaptiveHangover`,
@@ -39,11 +39,12 @@ from .turn_end import TurnEndConfig, TurnEndDecision, TurnEndView
 from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
 from .reference import PlaybackReference
 from .vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
+from .vad_level import LevelledVad
 
 __all__ = [
     "SAMPLE_RATE", "AudioBlock", "AudioSource", "MicConfig", "MicSource", "FileSource",
     "load_audio", "read_audio_file", "DeviceInfo", "list_devices", "resolve_device",
-    "Vad", "VadConfig", "WebRtcVad", "SileroVad", "make_vad",
+    "Vad", "VadConfig", "WebRtcVad", "SileroVad", "LevelledVad", "make_vad",
     "Endpointer", "EndpointerConfig", "Mode", "PushToTalkGate", "Turn",
     "HangoverPolicy", "FixedHangover", "AdaptiveHangover", "AdaptiveHangoverConfig",
     "TurnEndDecision", "TurnEndConfig", "TurnEndView",
