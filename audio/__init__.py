@@ -38,8 +38,7 @@ from .smart_turn_stage import SmartTurnStage
 from .turn_end import TurnEndConfig, TurnEndDecision, TurnEndView
 from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
 from .reference import PlaybackReference
-from .vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
-from .vad_level import LevelledVad
+from .vad import LevelledVad, SileroVad, Vad, VadConfig, WebRtcVad, make_vad
 
 __all__ = [
     "SAMPLE_RATE", "AudioBlock", "AudioSource", "MicConfig", "MicSource", "FileSource",

@@ -12,6 +12,15 @@ Two implementations:
   and instant, aggressiveness 0 (keeps most) to 3 (rejects most non-speech). The default.
 - `SileroVad`: the Silero VAD network that faster-whisper ships (an ONNX file run with
   onnxruntime) on 32 ms frames; more robust in noise and music, ~0.1 ms per frame on a CPU.
+
+Both judge absolute levels: the same reading 30 dB quieter (a laptop microphone at arm's length)
+has a sixth fewer of its frames called speech, the fading ends of words first, and the endpointer
+then finds pauses inside requests that are not there. `LevelledVad` raises each frame before the
+VAD hears it, so that the loudest recent frame sits at `speech_level_db`: the gain follows the
+loudest frame heard, which decays `decay_db_per_s` when nothing louder comes; it only ever
+boosts, by at most `max_gain_db` (a loud microphone is heard as it is; digital silence stays
+silence), clipping to full scale. Only the VAD hears the boost: the endpointer's noise-floor
+margin, the recognizer and the turn's audio get the samples as they came.
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocks import SAMPLE_RATE, to_pcm16
+from .blocks import SAMPLE_RATE, rms_db, to_pcm16
 from .errors import AudioError
 
 
@@ -33,7 +42,7 @@ class VadConfig:
     threshold: float = 0.5        # speech when probability >= threshold (silero's score)
     model_path: str | None = None  # silero only: an ONNX file; default faster-whisper's copy
     speech_level_db: float = -25.0  # frames are raised (never lowered) so the loudest recent
-                                  # one sits here before the VAD hears them (`vad_level`) ...
+                                  # one sits here before the VAD hears them (`LevelledVad`) ...
     max_gain_db: float = 30.0     # ... by at most this much (0: the VAD hears the samples as they came)
 
     def __post_init__(self):
@@ -134,6 +143,43 @@ class SileroVad(Vad):
         return float(np.asarray(out).reshape(-1)[0])
 
 
+class LevelledVad(Vad):
+    def __init__(self, vad: Vad, speech_level_db: float = -25.0, max_gain_db: float = 30.0,
+                 decay_db_per_s: float = 1.0):
+        if max_gain_db < 0 or decay_db_per_s < 0:
+            raise ValueError("VAD levelling: max_gain_db and decay_db_per_s must not be negative")
+        self.vad = vad
+        self.frame_samples = vad.frame_samples
+        self.threshold = vad.threshold
+        self.speech_level_db = speech_level_db
+        self.max_gain_db = max_gain_db
+        self._decay_per_frame = decay_db_per_s * vad.frame_samples / SAMPLE_RATE
+        self._loudest_db: float | None = None
+
+    @property
+    def gain_db(self) -> float:
+        """The boost the next frame gets if it is no louder than the loudest recent one."""
+        if self._loudest_db is None:
+            return 0.0
+        return float(np.clip(self.speech_level_db - self._loudest_db, 0.0, self.max_gain_db))
+
+    def probability(self, frame: np.ndarray) -> float:
+        self._check(frame)
+        level = rms_db(frame)
+        if self._loudest_db is None or level > self._loudest_db:
+            self._loudest_db = level
+        else:
+            self._loudest_db -= self._decay_per_frame
+        gain = self.gain_db
+        if gain > 0:
+            frame = np.clip(np.asarray(frame, np.float32) * np.float32(10 ** (gain / 20)), -1.0, 1.0)
+        return self.vad.probability(frame)
+
+    def reset(self) -> None:
+        self.vad.reset()
+        self._loudest_db = None
+
+
 def make_vad(config: VadConfig | None = None) -> Vad:
     config = config or VadConfig()
     if config.kind == "silero":
@@ -142,6 +188,4 @@ def make_vad(config: VadConfig | None = None) -> Vad:
         vad = WebRtcVad(config.aggressiveness, config.frame_ms, config.threshold)
     if config.max_gain_db == 0:
         return vad
-    from .vad_level import LevelledVad
-
     return LevelledVad(vad, config.speech_level_db, config.max_gain_db)

@@ -72,7 +72,7 @@ def test_hands_free_endpoint_times_match_the_truth(tmp_path, text, voice, frame_
 def test_silero_vad_endpoints_too(tmp_path):
     clip = speech_clip(tmp_path, SENTENCES[0][0], before_s=1.0, after_s=2.0)
     vad = make_vad(VadConfig(kind="silero"))
-    assert isinstance(vad.vad, SileroVad) and vad.frame_samples == 512  # levelled (`vad_level`)
+    assert isinstance(vad.vad, SileroVad) and vad.frame_samples == 512  # levelled (`LevelledVad`)
     ep = Endpointer(vad, EndpointerConfig(), FixedHangover(0.5))
     [(start, last_voiced, end)] = turns(feed(ep, clip.samples))
     frame = 512 / SAMPLE_RATE

@@ -1,12 +1,11 @@
-"""The levelled VAD: a quiet microphone is heard as a loud one (`audio/vad_level.py`)."""
+"""The levelled VAD: a quiet microphone is heard as a loud one (`LevelledVad`, `audio/vad.py`)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from audio_kit import speech_clip
 
-from foresay.audio.vad import VadConfig, WebRtcVad, make_vad
-from foresay.audio.vad_level import LevelledVad
+from foresay.audio.vad import LevelledVad, VadConfig, WebRtcVad, make_vad
 
 TEXT = "Hello there, could you tell me what the weather will be like tomorrow?"
 
@@ -19,7 +18,7 @@ def decisions(config: VadConfig, x: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    return speech_clip(tmp_path_factory.mktemp("vad_level"), TEXT, level_db=-20.0, noise_db=-60.0)
+    return speech_clip(tmp_path_factory.mktemp("levelled_vad"), TEXT, level_db=-20.0, noise_db=-60.0)
 
 
 def test_a_quiet_reading_is_heard_as_the_loud_one(clip):
