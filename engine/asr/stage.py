@@ -216,9 +216,7 @@ class StreamingAsr(Stage):
             return None
         final, revision, rechecking, p_sentence_end = decoded
         if self._transcriber is transcriber:  # still this turn's, still open
-            self._previews = {transcriber.turn_id: (transcriber, final, revision)}
-            self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
-                                       rechecking=rechecking, p_sentence_end=p_sentence_end))
+            self._send_paused(transcriber, final, revision, p_sentence_end, rechecking)
             if rechecking:
                 await self._recheck(transcriber, final, revision)
         return final
@@ -269,10 +267,16 @@ class StreamingAsr(Stage):
             return None
         final, revision, p_sentence_end = looked
         if self._transcriber is transcriber and not pause.stale:
-            self._previews = {transcriber.turn_id: (transcriber, final, revision)}
-            self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
-                                       p_sentence_end=p_sentence_end))
+            self._send_paused(transcriber, final, revision, p_sentence_end)
         return final
+
+    def _send_paused(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int,
+                     p_sentence_end: float | None, rechecking: bool = False) -> None:
+        """The turn's newest paused transcript: kept as its preview (the final if the turn ends
+        now) and sent to the decision and PredGen."""
+        self._previews = {transcriber.turn_id: (transcriber, final, revision)}
+        self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
+                                   rechecking=rechecking, p_sentence_end=p_sentence_end))
 
     async def _final_after_look(self, transcriber: StreamingTranscriber, late: asyncio.Task,
                                 paused: FinalTranscript) -> None:
