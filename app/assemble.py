@@ -34,17 +34,19 @@ def make_endpointer(settings: Settings, audio_cue: bool = False):
 
 def load_smart_turn(settings: Settings):
     """The Smart Turn model, loaded and warmed, when the decision hears its cue; else None."""
-    if not settings.audio.uses_audio_cue(settings.app.adaptive_endpointing):
+    if not settings.audio.uses_audio_cue(settings.app.adaptive_endpointing, settings.asr.hears_people):
         return None
     from foresay.audio.smart_turn import SmartTurnModel
 
     return SmartTurnModel(settings.audio.smart_turn)
 
 
-def ready_line(settings: Settings, chat: str, voice: str) -> str:
-    """The window's line once loaded: the profile, the chat model, the ear and the voice; when the
-    demo hears with its own Whisper for want of a real one, that too (also logged)."""
-    line = f"ready: {settings.app.profile} profile, {chat}, hearing with {ear_words(settings.asr)}; {voice}"
+def ready_line(settings: Settings, chat: str, voice: str, audio_cue: bool = False) -> str:
+    """The window's line once loaded: the profile, the chat model, the ear (and Smart Turn, when
+    `audio_cue`: it hears how the user stops) and the voice; when the demo hears with its own
+    Whisper for want of a real one, that too (also logged)."""
+    ear = ear_words(settings.asr) + (" and Smart Turn" if audio_cue else "")
+    line = f"ready: {settings.app.profile} profile, {chat}, hearing with {ear}; {voice}"
     note = own_ear_note(settings.app.profile, settings.asr)
     if note:
         log.warning(note)
@@ -139,5 +141,5 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
     await pipeline.warmup()
     tell(4, "ready")
     publish(assistant_intro(settings.llm.model))
-    publish(StatusMessage(0, 0.0, ready_line(settings, lm.description, choice.line), "info"))
+    publish(StatusMessage(0, 0.0, ready_line(settings, lm.description, choice.line, smart_turn is not None), "info"))
     return pipeline

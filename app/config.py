@@ -149,12 +149,13 @@ class AudioSettings:
     def device(spec: str | None) -> int | str | None:
         return int(spec) if spec is not None and spec.strip().isdigit() else spec
 
-    def uses_audio_cue(self, adaptive: bool) -> bool:
-        """Whether the end-of-turn decision hears Smart Turn's cue ("auto": when the model is at hand)."""
+    def uses_audio_cue(self, adaptive: bool, hears_people: bool = True) -> bool:
+        """Whether the end-of-turn decision hears Smart Turn's cue ("auto": when the model is at
+        hand and the recognizer `hears_people`, `AsrConfig.hears_people`)."""
         from foresay.audio.smart_turn import wanted
 
         return (adaptive and self.end_of_turn == "decision" and self.turn_end.cue_weight > 0
-                and wanted(self.smart_turn))
+                and wanted(self.smart_turn, hears_people))
 
     def turn_policy(self, adaptive: bool, audio_cue: bool = False) -> HangoverPolicy:
         """The endpointer's policy: fixed unless `adaptive` ([app] adaptive_endpointing);

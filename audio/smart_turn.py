@@ -38,9 +38,11 @@ FRAMES = WINDOW_SAMPLES // HOP      # 800
 class SmartTurnConfig:
     """The Smart Turn cue ([audio.smart_turn]).
 
-    use: "off" (the default: on Piper and espeak-ng speech the cue bought no fewer cut-offs
-        and cost delay, docs/benchmarks.md), "auto" (when the model is at hand: `model_path`, or
-        the registry copy fetched) or "on" (a missing model is an error at start).
+    use: "auto" (the default: on when the model is at hand, `model_path` or the registry copy
+        fetched, and the recognizer learned from people's voices; on real speakers the cue halves
+        the wait after commands and digit strings, which Whisper leaves without a full stop,
+        while on synthetic voices, the demo's own recognizer's world, it carries no information:
+        docs/benchmarks.md), "on" (a missing model is an error at start) or "off".
     model_path: the ONNX file; None: the registry copy (`foresay models fetch smart-turn-v3.2`).
     threads: onnxruntime intra-op threads (1: the call stays off the other cores).
     window_s: how much of the turn's end the model hears, at most 8 s (the rest of the 8 s
@@ -49,7 +51,7 @@ class SmartTurnConfig:
     [audio.endpointer] pause_ms after the last voiced frame); its weight in the end-of-turn
     decision is [audio.turn_end] cue_weight.
     """
-    use: str = "off"
+    use: str = "auto"
     model_path: str | None = None
     threads: int = 1
     window_s: float = WINDOW_S
@@ -131,12 +133,15 @@ def smart_turn_features(audio: np.ndarray, window_s: float = WINDOW_S) -> np.nda
 
 # --- the model ----------------------------------------------------------------------------------
 
-def wanted(config: SmartTurnConfig) -> bool:
-    """Whether the cue runs: "on", or "auto" with the model at hand (no download is started)."""
+def wanted(config: SmartTurnConfig, hears_people: bool = True) -> bool:
+    """Whether the cue runs: "on", or "auto" with the model at hand (no download is started) beside
+    a recognizer that `hears_people` (`AsrConfig.hears_people`)."""
     from foresay.engine.errors import ModelUnavailable
 
     if config.use != "auto":
         return config.use == "on"
+    if not hears_people:
+        return False
     try:
         resolve_model_path(config)
     except ModelUnavailable:

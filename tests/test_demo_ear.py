@@ -45,8 +45,11 @@ def test_the_demo_hears_with_the_real_whisper_when_it_is_fetched(ear, empty):
     own = load_settings(empty, profile="demo-own-ear")   # the pair, asked for by name
     assert (own.asr.target, own.asr.draft, own.asr.chosen_backend) == ("demo", "demo-draft", "specasr")
     assert own.streaming.prompt_tokens == 0 and own.streaming.segment_s == 3.5
+    assert demo.asr.hears_people and not own.asr.hears_people   # Smart Turn's "auto" joins the real ear only
     line = ready_line(demo, "demo (qwen2)", "voice: Piper")
     assert line == "ready: demo profile, demo (qwen2), hearing with Whisper tiny.en (faster-whisper); voice: Piper"
+    line = ready_line(demo, "demo (qwen2)", "voice: Piper", audio_cue=True)
+    assert "hearing with Whisper tiny.en (faster-whisper) and Smart Turn; " in line
     assert demo_profile.OWN_EAR_NOTE not in ready_line(own, "demo", "voice: Piper")   # chosen, not for want of one
 
 

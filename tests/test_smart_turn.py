@@ -9,6 +9,7 @@ import pytest
 from foresay.audio.smart_turn import (SmartTurnConfig, SmartTurnModel, last_window, log_mel, normalize,
                                       smart_turn_features, wanted)
 from foresay.audio.smart_turn_stage import SmartTurnStage
+from foresay.engine.asr.factory import AsrConfig
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.events import AudioTurnCue, UserAudio, VoicePaused
 
@@ -164,12 +165,24 @@ def test_a_missing_model_names_the_fetch_command(tmp_path, monkeypatch):
 
 def test_auto_uses_the_model_only_when_it_is_at_hand(tmp_path, monkeypatch):
     monkeypatch.setenv("FORESAY_REGISTRY_DIR", str(tmp_path / "registry"))
-    assert SmartTurnConfig().use == "off"
+    assert SmartTurnConfig().use == "auto"
     auto = SmartTurnConfig(use="auto", model_path=str(tmp_path / "x.onnx"))
     assert not wanted(SmartTurnConfig(use="auto")) and not wanted(auto)
     (tmp_path / "x.onnx").write_bytes(b"onnx")
-    assert wanted(auto) and not wanted(SmartTurnConfig(model_path=str(tmp_path / "x.onnx")))
+    assert wanted(auto) and wanted(SmartTurnConfig(model_path=str(tmp_path / "x.onnx")))
     assert wanted(SmartTurnConfig(use="on")) and not wanted(SmartTurnConfig(use="off", model_path=str(tmp_path / "x.onnx")))
+
+
+def test_auto_leaves_the_cue_out_beside_an_ear_for_synthetic_voices(tmp_path):
+    (tmp_path / "x.onnx").write_bytes(b"onnx")
+    auto = SmartTurnConfig(model_path=str(tmp_path / "x.onnx"))
+    for target, draft, people in (("demo", "demo-draft", False), ("tiny-random", "tiny-random-draft", False),
+                                  ("demo-llm", "demo-llm-draft", False), ("tiny.en", None, True),
+                                  (str(tmp_path), None, True), ("Qwen/Qwen3-ASR-0.6B", None, True)):
+        ear = AsrConfig(target=target, draft=draft)
+        assert ear.hears_people is people, target
+        assert wanted(auto, ear.hears_people) is people
+    assert wanted(SmartTurnConfig(use="on"), hears_people=False)
 
 
 def test_config_is_checked():

@@ -56,6 +56,16 @@ class AsrConfig:
         return "specasr" if self.draft else "faster-whisper"
 
     @property
+    def hears_people(self) -> bool:
+        """Whether the recognizer learned from people's voices: not the demo's own models (trained
+        on espeak-ng speech) nor the random fixtures."""
+        from foresay.engine.asr.llm.fixtures import LLM_FIXTURES
+        from foresay.engine.asr.whisper.fixtures import FIXTURES
+        from foresay.engine.model_registry import SHIPPED_LLM_ASR, SHIPPED_WHISPER
+
+        return not any(self.target in names for names in (SHIPPED_WHISPER, SHIPPED_LLM_ASR, FIXTURES, LLM_FIXTURES))
+
+    @property
     def uses_draft(self) -> bool:
         return self.chosen_backend in ("specasr", "llm-specasr")
 
