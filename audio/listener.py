@@ -9,7 +9,8 @@ their speech, so their turn starts with its first word and nothing they said is 
 
 Right after a turn was ended by silence (the endpointer's resume window), the endpointer
 hears the microphone too, also while the reply starts: voice then reopens the same turn
-(TurnResumed) instead of being taken for a barge-in.
+(TurnResumed) instead of being taken for a barge-in, or, after a silence too long to go on with it,
+starts the next turn, which the endpointer then hears to its end.
 
 Consumes: ReplyStarted (arm barge-in), ReplyHeard (the reply ended), Interrupt (stopped some
 other way); PausedTranscript (the turn decoded at a voice pause), DraftUpdated (its P(end of
@@ -66,7 +67,9 @@ class Listener(Stage):
         clean = self.echo.process(raw) if self.echo is not None else raw
         if self.bargein is not None and self.bargein.armed:
             self._hold(clean)
-            if self.endpointer.resumable:  # right after an end: the user may go on with the turn
+            if self.endpointer.resumable or self.endpointer.in_turn:
+                # right after an end the user may go on with the turn, or begin the next one there:
+                # a turn the endpointer opened hears every block until it ends
                 self._push(clean)
             for event in self.bargein.process(clean, raw):
                 self._release_held(self.bargein.onset_t)  # the user's words start in held audio
