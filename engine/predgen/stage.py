@@ -44,6 +44,9 @@ def partial_prompt(event: PartialTranscript | PausedTranscript) -> str:
     return " ".join(event.committed.split() + tentative[:-1])
 
 
+CLOSE_WAIT_STEPS = 200  # of 10 ms: how long a new answer waits for an earlier reply's playback to stop
+
+
 class PredGenStage(Stage):
     consumes = (SpeechStarted, PartialTranscript, PausedTranscript, FinalTranscript, ReplyStarted, ReplyHeard,
                 Interrupt, TurnResumed, NewConversation)
@@ -72,6 +75,7 @@ class PredGenStage(Stage):
         self._reply_text = ""                 # what it answers
         self._answering: PredGenTurn | None = None  # its state once finalized
         self._heard_from: set[int] = set()    # turns whose reply reached playback
+        self._closing: dict[int, asyncio.Task] = {}  # turns being entered into the history
         self._latest_turn = 0                 # newest turn the user started
         self._restart: int | None = None      # a resumed turn: its state is rebuilt before use
         self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
@@ -92,8 +96,8 @@ class PredGenStage(Stage):
             self._heard_from.add(event.turn_id)
         elif isinstance(event, ReplyHeard):
             if event.turn_id == self._reply_turn:
-                self.spawn(self._close(event.turn_id, event.heard_chars if event.interrupted else None,
-                                       event.interrupted))
+                self._start_closing(event.turn_id, event.heard_chars if event.interrupted else None,
+                                    event.interrupted)
         elif isinstance(event, Interrupt):
             self._interrupt(event.turn_id)
         elif isinstance(event, TurnResumed):
@@ -174,6 +178,7 @@ class PredGenStage(Stage):
             self.emit(ReplyDone(turn_id, self.clock(), "", "empty"))
             self._emit_closed(turn_id, "empty", "")
             return
+        await self._close_earlier(turn_id)
         self._reply_turn, self._reply_text, self._answering = turn_id, text, None
         self._reply = asyncio.current_task()
         try:
@@ -185,6 +190,24 @@ class PredGenStage(Stage):
         except Exception as exc:  # reported; the next turn still works
             log.exception("the reply to turn %d failed", turn_id)
             self._fail(turn_id, f"the reply to turn {turn_id} failed: {exc}")
+
+    async def _close_earlier(self, turn_id: int) -> None:
+        """A request answered while an earlier reply still plays (the user heard some of it, so
+        the new request did not stop it, and did not talk over it loudly enough to interrupt): that
+        reply stops now, and its turn closes, as far as heard, before this one takes its place."""
+        earlier = self._reply_turn
+        if earlier is None or earlier >= turn_id:
+            return
+        self.emit(Interrupt(earlier, self.clock()))
+        for _ in range(CLOSE_WAIT_STEPS):  # the speaker answers with ReplyHeard
+            if self._reply_turn != earlier:
+                break
+            await asyncio.sleep(0.01)
+        else:  # no speaker said how much was heard: all of it was
+            self._start_closing(earlier, None, True)
+        closing = self._closing.pop(earlier, None)
+        if closing is not None:
+            await asyncio.shield(closing)
 
     def _fail(self, turn_id: int, text: str) -> None:
         self.emit(StatusMessage(0, self.clock(), text, "error"))
@@ -235,7 +258,11 @@ class PredGenStage(Stage):
         if self._reply is not None and not self._reply.done():
             self._reply.cancel()
         if turn_id not in self._heard_from:  # nothing reached the user: its request and no reply enter the history
-            self.spawn(self._close(turn_id, 0, True))
+            self._start_closing(turn_id, 0, True)
+
+    def _start_closing(self, turn_id: int, heard_chars: int | None, interrupted: bool) -> None:
+        self._closing = {k: task for k, task in self._closing.items() if not task.done()}
+        self._closing[turn_id] = self.spawn(self._close(turn_id, heard_chars, interrupted))
 
     async def _close(self, turn_id: int, heard_chars: int | None, interrupted: bool) -> None:
         """Enter the turn into the history, the reply as far as it was heard."""
