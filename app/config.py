@@ -149,7 +149,7 @@ class AudioSettings:
     def device(spec: str | None) -> int | str | None:
         return int(spec) if spec is not None and spec.strip().isdigit() else spec
 
-    def uses_audio_cue(self, adaptive: bool, hears_people: bool = True) -> bool:
+    def uses_audio_cue(self, adaptive: bool, hears_people: bool) -> bool:
         """Whether the end-of-turn decision hears Smart Turn's cue ("auto": when the model is at
         hand and the recognizer `hears_people`, `AsrConfig.hears_people`)."""
         from foresay.audio.smart_turn import wanted

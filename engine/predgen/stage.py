@@ -192,21 +192,20 @@ class PredGenStage(Stage):
             self._fail(turn_id, f"the reply to turn {turn_id} failed: {exc}")
 
     async def _close_earlier(self, turn_id: int) -> None:
-        """A request answered while an earlier reply still plays (the user heard some of it, so
-        the new request did not stop it, and did not talk over it loudly enough to interrupt): that
-        reply stops now, and its turn closes, as far as heard, before this one takes its place."""
+        """Every earlier turn is closed before this one takes the reply's place (closing reads
+        the reply state this turn is about to replace). A reply still playing (the user heard
+        some of it, so the new request did not stop it, and did not talk over it loudly enough to
+        interrupt) stops now, and its turn closes as far as heard."""
         earlier = self._reply_turn
-        if earlier is None or earlier >= turn_id:
-            return
-        self.emit(Interrupt(earlier, self.clock()))
-        for _ in range(CLOSE_WAIT_STEPS):  # the speaker answers with ReplyHeard
-            if self._reply_turn != earlier:
-                break
-            await asyncio.sleep(0.01)
-        else:  # no speaker said how much was heard: all of it was
-            self._start_closing(earlier, None, True)
-        closing = self._closing.pop(earlier, None)
-        if closing is not None:
+        if earlier is not None and earlier < turn_id:
+            self.emit(Interrupt(earlier, self.clock()))
+            for _ in range(CLOSE_WAIT_STEPS):  # the speaker answers with ReplyHeard
+                if self._reply_turn != earlier:
+                    break
+                await asyncio.sleep(0.01)
+            else:  # no speaker said how much was heard: all of it was
+                self._start_closing(earlier, None, True)
+        for closing in [task for closed, task in self._closing.items() if closed < turn_id]:
             await asyncio.shield(closing)
 
     def _fail(self, turn_id: int, text: str) -> None:
