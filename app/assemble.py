@@ -56,7 +56,8 @@ def ready_line(settings: Settings, chat: str, voice: str, audio_cue: bool = Fals
 
 def share_cores(settings: Settings) -> None:
     """ASR and LLM both on the CPU: each worker thread gets half the cores, so a partial
-    transcript's hop is not slowed by the other's thread pool fighting it for the same cores."""
+    transcript's hop is not slowed by the other's thread pool fighting it for the same cores (a
+    CTranslate2 Whisper takes its half itself: `asr.factory.default_cpu_threads`)."""
     import os
 
     import torch

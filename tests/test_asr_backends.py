@@ -63,6 +63,20 @@ def test_config_picks_the_backend(asr_fixture_root):
     assert spec.transcribe(audio).tokens == greedy.transcribe(audio).tokens
 
 
+def test_a_cpu_whisper_takes_half_the_cores_and_leaves_the_rest_to_the_stages_beside_it(asr_fixture_root):
+    """faster-whisper's own default is 4 threads on any machine: on 2 cores that oversubscribes
+    them while Smart Turn and the LLM work at the same pause."""
+    from foresay.engine.asr import AsrConfig, build_backend
+    from foresay.engine.asr.factory import default_cpu_threads
+
+    assert [default_cpu_threads(n) for n in (1, 2, 3, 4, 8, 64)] == [1, 1, 1, 2, 4, 4]
+    with pytest.raises(InvalidAsrConfig, match="threads"):
+        AsrConfig(threads=-1)
+    auto = build_backend(AsrConfig(target="tiny-random", fixture_root=asr_fixture_root))
+    chosen = build_backend(AsrConfig(target="tiny-random", threads=3, fixture_root=asr_fixture_root))
+    assert auto.config.cpu_threads == default_cpu_threads() and chosen.config.cpu_threads == 3
+
+
 def test_a_long_prompt_gives_way_to_the_forced_text(whisper_models):
     from foresay.engine.asr.backends import fitted_prefix
 

@@ -1,6 +1,7 @@
 """Choosing and building the recognizer from one config: the ASR's entry point for `app/`."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ class AsrConfig:
     #                      | float32 | float16 | bfloat16
     attention: str = "sdpa"  # transformers backends: eager | sdpa
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
+    threads: int = 0  # faster-whisper on CPU: CTranslate2's threads (0: `default_cpu_threads()`)
     language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
     context: str = ""  # LLM backends: text given to the model as context (names, terms), before earlier turns
     spec: SpecConfig = field(default_factory=SpecConfig)
@@ -38,6 +40,8 @@ class AsrConfig:
             raise InvalidAsrConfig("the specasr backend needs a draft model (e.g. openai/whisper-tiny.en)")
         if self.backend == "llm-specasr" and not self.draft:
             raise InvalidAsrConfig("the llm-specasr backend needs a draft model (e.g. Qwen/Qwen3-ASR-0.6B)")
+        if self.threads < 0:
+            raise InvalidAsrConfig(f"ASR threads must be 0 (automatic) or positive, not {self.threads}")
         from foresay.engine.asr.llm.models import language_name
         language_name(self.language)
 
@@ -77,6 +81,17 @@ class AsrConfig:
         return "bfloat16" if self.chosen_backend in LLM_BACKENDS else "float16"  # Qwen3 decoders are bf16 models
 
 
+def default_cpu_threads(cores: int | None = None) -> int:
+    """CTranslate2 threads for a CPU Whisper: half the cores, at most 4. faster-whisper's own
+    default is 4 whatever the machine; on 2 cores that oversubscribes them, and a Whisper decode is
+    mostly small decoder steps that gain little from threads, while Smart Turn and the LLM run
+    beside it at every pause (tiny.en on 2 cores: 1 thread decodes faster than 2 or 4;
+    docs/benchmarks.md, "Whisper through CTranslate2: threads")."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, cores // 2))
+
+
 def build_backend(config: AsrConfig) -> AsrBackend:
     """Load the configured recognizer (downloads or builds models as needed; call off the event loop)."""
     backend = config.chosen_backend
@@ -85,7 +100,7 @@ def build_backend(config: AsrConfig) -> AsrBackend:
 
         return FasterWhisperBackend(FasterWhisperConfig(
             config.target, device=config.device.split(":")[0], compute_type=config.compute_type,
-            max_new_tokens=config.limits.max_new_tokens, fixture_root=config.fixture_root))
+            cpu_threads=config.threads or default_cpu_threads(), max_new_tokens=config.limits.max_new_tokens, fixture_root=config.fixture_root))
     if backend in LLM_BACKENDS:
         return _build_llm_backend(config, backend)
     from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper
