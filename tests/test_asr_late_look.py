@@ -19,12 +19,14 @@ from foresay.engine.events import FinalTranscript, TurnEnded, UserAudio
 from foresay.engine.sequences import words
 
 
-def _pause_then(send, audio, cut, after):
-    """The voice test heard the turn only up to sample `cut`: a pause there, then `after` (the
-    rest of the recording, a quiet word the test missed or nothing) arriving in the silence."""
+async def _pause_then(stage, send, audio, cut, after):
+    """The voice test heard the turn only up to sample `cut`: a pause there, its decode, then
+    `after` (the rest of the recording, a quiet word the test missed or nothing) arriving in the
+    silence."""
     from foresay.engine.events import VoicePaused
     send(UserAudio(1, 0.0, audio[:cut]))
     send(VoicePaused(1, cut / SAMPLE_RATE, last_voiced_t=cut / SAMPLE_RATE - 0.1))
+    await stage.settle()
     send(UserAudio(1, cut / SAMPLE_RATE, after))
 
 
@@ -41,7 +43,7 @@ def test_a_quiet_last_word_the_voice_test_missed_is_heard_by_a_second_look_in_th
     calls = {}
 
     async def script(stage, send):
-        _pause_then(send, audio, cut, rest)
+        await _pause_then(stage, send, audio, cut, rest)
         await stage.settle()
         calls["before_end"] = len(backend.calls)
         first = [e for e in events if isinstance(e, PausedTranscript)][0]
@@ -69,7 +71,7 @@ def test_a_second_look_that_hears_nothing_more_changes_nothing_and_none_runs_whe
     silence = np.zeros(SAMPLE_RATE // 2, np.float32)
 
     async def script(stage, send):
-        _pause_then(send, audio, len(audio), silence)
+        await _pause_then(stage, send, audio, len(audio), silence)
         await stage.settle()
         send(TurnEnded(1, 3.0, last_voiced_t=len(audio) / SAMPLE_RATE - 0.1))
 
@@ -112,6 +114,39 @@ def test_a_turn_ending_while_its_second_look_decodes_waits_for_the_words_it_hear
     assert [e.text for e in events if isinstance(e, PausedTranscript)] == ["turn the lights"]  # ended before the look was out
     assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
     assert len(backend.calls) == 2
+
+
+def test_a_slow_pause_decode_does_not_start_a_look_that_holds_up_a_turn_ending_at_once():
+    """A busy processor: the pause decode comes out when the silence's audio already runs past
+    `late_look_ms`. The decision ends the turn on it at once; no look was begun, so the final is
+    the pause decode's, out without waiting for another decode."""
+    from foresay.engine.events import PausedTranscript, VoicePaused
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    backend = SlowScripted(utterance, seconds=0.2)
+    block = SAMPLE_RATE // 50
+    silence = np.zeros(SAMPLE_RATE // 2, np.float32)
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio))
+        t = len(audio) / SAMPLE_RATE
+        send(VoicePaused(1, t, last_voiced_t=t - 0.1))
+        for at in range(0, len(silence), block):  # the silence arrives in real time
+            send(UserAudio(1, t + at / SAMPLE_RATE, silence[at:at + block]))
+            await asyncio.sleep(block / SAMPLE_RATE)
+            paused = [e for e in events if isinstance(e, PausedTranscript)]
+            if paused:  # ended the moment its transcript arrives
+                send(TurnEnded(1, t + at / SAMPLE_RATE, last_voiced_t=t - 0.1, heard_revision=paused[0].revision))
+                break
+    stage, send, events = wired(backend, StreamingConfig(hop_ms=5000, recheck_max_ms=0, late_look_ms=100))
+
+    async def main():
+        await script(stage, send)
+        await stage.settle()
+        stage.close()
+    asyncio.run(main())
+    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+    assert len(backend.calls) == 1  # the pause decode only: no look for the final to wait on
 
 
 def test_a_second_look_counts_only_words_that_extend_what_the_pause_heard():

@@ -123,11 +123,13 @@ class PausedTurnDriver:
     def _look_again(self, ep, t: float) -> None:
         """The second look in a long silence, as the ASR stage makes it (`late_look_ms`)."""
         from foresay.audio.blocks import SAMPLE_RATE
+        from foresay.engine.asr.stage import LOOK_AFTER_ANSWER_S
         from foresay.engine.sequences import extends
 
         state, late_ms = self._state, self.settings.streaming.late_look_ms
         if (not late_ms or state is None or not state["held"] or state.get("paused_at") is None or state["looked"]
-                or len(ep.turn.audio(trimmed=False)) - state["paused_at"] < late_ms * SAMPLE_RATE // 1000):
+                or len(ep.turn.audio(trimmed=False)) - state["paused_at"] < late_ms * SAMPLE_RATE // 1000
+                or t < state["answered_t"] + LOOK_AFTER_ANSWER_S):
             return
         state["looked"] = True
         started = time.perf_counter()
@@ -192,7 +194,7 @@ class PausedTurnDriver:
             told = previewed - started if self.estimate_s is None else 0.0
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
             paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
-            state.update(paused_at=state["fed"], looked=False, text=final.text)
+            state.update(paused_at=state["fed"], looked=False, text=final.text, answered_t=event.t + told)
             self._pending.append((event.t + told, "paused", event.turn_id, revision, paused, final.t))
             if steady is not None:
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))

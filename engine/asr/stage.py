@@ -50,13 +50,20 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Pause:
     """A pause decode: its transcriber, the task making it, the capture time its audio runs to;
-    `stale` once voice came back (a decode not started by then is skipped); `late`: the second
-    look in the same silence, once begun."""
+    `stale` once voice came back (a decode not started by then is skipped); `answered_samples`:
+    the turn's audio received when its transcript went out; `late`: the second look in the same
+    silence, once begun."""
     transcriber: StreamingTranscriber
     task: asyncio.Task | None = None
     until_t: float = 0.0
     stale: bool = False
+    answered_samples: int | None = None
     late: asyncio.Task | None = None
+
+
+# The decision ends a finished-sounding turn within a frame of getting its transcript; a look begun
+# sooner than this after the transcript went out would only hold up the final of a turn that ends.
+LOOK_AFTER_ANSWER_S = 0.1
 
 
 
@@ -216,6 +223,7 @@ class StreamingAsr(Stage):
             return None
         final, revision, rechecking, p_sentence_end = decoded
         if self._transcriber is transcriber:  # still this turn's, still open
+            pause.answered_samples = self._fed_samples
             self._send_paused(transcriber, final, revision, p_sentence_end, rechecking)
             if rechecking:
                 await self._recheck(transcriber, final, revision)
@@ -234,13 +242,17 @@ class StreamingAsr(Stage):
             self.emit(final if final is not None else await self._decode(pause.transcriber.finish))
 
     def _maybe_look_again(self) -> None:
-        """Begin the second look once the silence's audio runs `late_look_ms` past the pause decode."""
+        """Begin the second look once the silence's audio runs `late_look_ms` past the pause decode,
+        and the turn is still open `LOOK_AFTER_ANSWER_S` after the decision got its transcript (a
+        pause decode slowed by a busy processor comes out when the look would be due)."""
         pause = self._pause
         if (not self.config.late_look_ms or not self._paused or pause is None or pause.late is not None
-                or pause.task is None or pause.transcriber is not self._transcriber):
+                or pause.task is None or pause.answered_samples is None
+                or pause.transcriber is not self._transcriber):
             return
         heard_until = pause.transcriber.start_time + self._fed_samples / SAMPLE_RATE
-        if heard_until - pause.until_t >= self.config.late_look_ms / 1000:
+        since_answer = (self._fed_samples - pause.answered_samples) / SAMPLE_RATE
+        if heard_until - pause.until_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
             pause.late = self.spawn(self._look_again(pause, self._take_audio()))
 
     async def _look_again(self, pause: _Pause, audio: np.ndarray) -> FinalTranscript | None:
