@@ -18,7 +18,7 @@ from typing import Sequence
 
 from foresay.engine.asr.errors import InvalidAsrConfig
 
-BUCKETS_S: tuple[float, ...] = (10.0, 20.0)  # windows shorter than the model's own, tried in order
+BUCKETS_S: tuple[float, ...] = (10.0, 15.0, 20.0)  # windows shorter than the model's own, tried in order
 MAX_FILL = 0.5  # a shorter window is used for audio up to this share of it
 TOKENS_PER_S = 12.0  # more than anyone says (digit strings: about 6 tokens a second)
 TOKEN_SLACK = 16
