@@ -118,7 +118,7 @@ class Listener(Stage):
         turn = self.endpointer.turn
         new = turn.take_new_audio() if turn is not None else None
         if new is not None:
-            self.emit(UserAudio(turn.turn_id, new[0], new[1]))
+            self.emit(UserAudio(turn.turn_id, new[0], new[1], voiced_until_t=turn.last_voiced_t))
 
     # --- the stage contract -------------------------------------------------------------------
 

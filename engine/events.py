@@ -89,8 +89,10 @@ class Interrupt(Event):
 @dataclass(frozen=True)
 class UserAudio(Event):
     """New audio of the open user turn, in capture order; `t` is the time of its first sample.
-    The turn's first UserAudio follows its SpeechStarted and includes the pre-roll."""
+    The turn's first UserAudio follows its SpeechStarted and includes the pre-roll.
+    `voiced_until_t`: the end of the turn's last voiced frame so far (None: not known)."""
     samples: object = None  # numpy float32, 16 kHz mono; typed loosely to keep numpy out
+    voiced_until_t: float | None = None
 
 
 # --- ASR -----------------------------------------------------------------------------------

@@ -64,6 +64,9 @@ class _Pause:
 # The decision ends a finished-sounding turn within a frame of getting its transcript; a look begun
 # sooner than this after the transcript went out would only hold up the final of a turn that ends.
 LOOK_AFTER_ANSWER_S = 0.1
+# A hop falling due once the voice has been quiet this long waits for the voice (or for the pause,
+# 0.1 s into the silence): begun then, it would hear no new word and hold up the pause decode.
+HOP_QUIET_S = 0.05
 
 
 
@@ -90,6 +93,8 @@ class StreamingAsr(Stage):
         # the last turn ended: (turn id, transcriber, audio after its pause decode, kept for a resume)
         self._finished: tuple[int, StreamingTranscriber, np.ndarray] | None = None
         self._paused = False  # the voice paused in the current turn: hops wait
+        self._voiced_until: float | None = None  # the endpointer's last voiced frame, and the
+        self._audio_until = 0.0                  # capture time the turn's audio runs to
         self._pending_samples = 0
         self._hop_now = False  # much audio waits: the hop loop decodes without waiting for its tick
         # At most a third of the window (2 s at most) waits for a decode: more could not be heard.
@@ -108,6 +113,7 @@ class StreamingAsr(Stage):
                     self._finish_in_background(self._detach())
                 self._start_turn(event.turn_id, event.t)
             self._feed(event.samples)
+            self._voiced_until, self._audio_until = event.voiced_until_t, event.t + len(event.samples) / SAMPLE_RATE
             self._maybe_look_again()
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
@@ -347,6 +353,9 @@ class StreamingAsr(Stage):
             self.emit(event)
         return event
 
+    def _quiet(self) -> bool:
+        return self._voiced_until is not None and self._audio_until - self._voiced_until >= HOP_QUIET_S
+
     def _take_audio(self) -> np.ndarray:
         audio = np.concatenate(self._pending) if self._pending else np.zeros(0, np.float32)
         self._pending, self._pending_samples = [], 0
@@ -358,9 +367,9 @@ class StreamingAsr(Stage):
         next_tick = loop.time() + hop
         while True:
             rest_until = 0.0
-            # the next tick, or sooner when much audio waits (checked every 10 ms)
-            while (remaining := next_tick - loop.time()) > 0 and not self._hop_now:
-                await asyncio.sleep(min(remaining, 0.01))
+            # the next tick and a voice not gone quiet, or sooner when much audio waits (checked every 10 ms)
+            while ((remaining := next_tick - loop.time()) > 0 or self._quiet()) and not self._hop_now:
+                await asyncio.sleep(min(remaining, 0.01) if remaining > 0 else 0.01)
             self._hop_now = False
             if self._pending and self._transcriber is transcriber and not self._paused:
                 audio = self._take_audio()
