@@ -100,7 +100,8 @@ def build_backend(config: AsrConfig) -> AsrBackend:
 
         return FasterWhisperBackend(FasterWhisperConfig(
             config.target, device=config.device.split(":")[0], compute_type=config.compute_type,
-            cpu_threads=config.threads or default_cpu_threads(), max_new_tokens=config.limits.max_new_tokens, fixture_root=config.fixture_root))
+            cpu_threads=config.threads or default_cpu_threads(), max_new_tokens=config.limits.max_new_tokens,
+            fixture_root=config.fixture_root))
     if backend in LLM_BACKENDS:
         return _build_llm_backend(config, backend)
     from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper

@@ -69,7 +69,6 @@ LOOK_AFTER_ANSWER_S = 0.1
 HOP_QUIET_S = 0.05
 
 
-
 class StreamingAsr(Stage):
     consumes = (UserAudio, VoicePaused, VoiceResumed, TurnEnded, TurnResumed, TurnClosed)
     name = "speech recognizer"
@@ -93,8 +92,7 @@ class StreamingAsr(Stage):
         # the last turn ended: (turn id, transcriber, audio after its pause decode, kept for a resume)
         self._finished: tuple[int, StreamingTranscriber, np.ndarray] | None = None
         self._paused = False  # the voice paused in the current turn: hops wait
-        self._voiced_until: float | None = None  # the endpointer's last voiced frame, and the
-        self._audio_until = 0.0                  # capture time the turn's audio runs to
+        self._voiced_until: float | None = None  # the endpointer's last voiced frame in the turn
         self._pending_samples = 0
         self._hop_now = False  # much audio waits: the hop loop decodes without waiting for its tick
         # At most a third of the window (2 s at most) waits for a decode: more could not be heard.
@@ -113,7 +111,7 @@ class StreamingAsr(Stage):
                     self._finish_in_background(self._detach())
                 self._start_turn(event.turn_id, event.t)
             self._feed(event.samples)
-            self._voiced_until, self._audio_until = event.voiced_until_t, event.t + len(event.samples) / SAMPLE_RATE
+            self._voiced_until = event.voiced_until_t
             self._maybe_look_again()
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
@@ -256,9 +254,8 @@ class StreamingAsr(Stage):
                 or pause.task is None or pause.answered_samples is None
                 or pause.transcriber is not self._transcriber):
             return
-        heard_until = pause.transcriber.start_time + self._fed_samples / SAMPLE_RATE
         since_answer = (self._fed_samples - pause.answered_samples) / SAMPLE_RATE
-        if heard_until - pause.until_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
+        if self._heard_until() - pause.until_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
             pause.late = self.spawn(self._look_again(pause, self._take_audio()))
 
     async def _look_again(self, pause: _Pause, audio: np.ndarray) -> FinalTranscript | None:
@@ -353,8 +350,13 @@ class StreamingAsr(Stage):
             self.emit(event)
         return event
 
+    def _heard_until(self) -> float:
+        """The capture time the open turn's audio runs to."""
+        return self._transcriber.start_time + self._fed_samples / SAMPLE_RATE
+
     def _quiet(self) -> bool:
-        return self._voiced_until is not None and self._audio_until - self._voiced_until >= HOP_QUIET_S
+        return (self._voiced_until is not None and self._transcriber is not None
+                and self._heard_until() - self._voiced_until >= HOP_QUIET_S)
 
     def _take_audio(self) -> np.ndarray:
         audio = np.concatenate(self._pending) if self._pending else np.zeros(0, np.float32)
