@@ -115,3 +115,23 @@ def test_speculation_yields_while_the_asr_decodes(tiny_lm):
     yielded, free = asyncio.run(main())
     assert yielded.passes == 1 and yielded.draft_after == 1   # verification only, no extension
     assert free.draft_after > 1
+
+
+def test_a_transcript_of_marks_alone_is_not_answered_and_stops_no_reply(tiny_lm):
+    """A recognizer writes "." or ". . ." over a noise it could not read: nothing was said. The
+    reply still playing plays on, and the turn closes as empty."""
+    stage, bus, events = wired(Conversation(tiny_lm))
+
+    async def main():
+        bus.emit(FinalTranscript(1, 0.0, "tell me a story"))
+        await stage.settle()
+        bus.emit(ReplyStarted(1, 0.0))
+        bus.emit(FinalTranscript(2, 0.0, " . . ."))
+        await stage.settle()
+        stage.close()
+
+    asyncio.run(main())
+    assert not any(isinstance(e, Interrupt) for e in events)
+    [closed] = [e for e in events if isinstance(e, TurnClosed)]
+    assert (closed.turn_id, closed.outcome) == (2, "empty")
+    assert [(e.turn_id, e.outcome) for e in events if isinstance(e, ReplyDone)][-1] == (2, "empty")

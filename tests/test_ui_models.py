@@ -2,7 +2,7 @@
 import pytest
 
 from foresay.engine.events import (
-    AudioChunk, BadEvent, DraftUpdated, Interrupt, LoadProgress, PartialTranscript, ReplyDone,
+    AudioChunk, BadEvent, DraftUpdated, FinalTranscript, Interrupt, LoadProgress, PartialTranscript, ReplyDone,
     ReplyHeard, SentenceReady, SpeechStarted, StatusMessage, TurnEnded, TurnMetrics,
 )
 from foresay.ui.conversation import LISTENING, SPEAKING, THINKING, USER_SPEAKING, ConversationModel, split_draft
@@ -66,6 +66,15 @@ def test_a_finished_turn_lands_in_the_history_and_the_draft_clears():
     assert model.live_user_text == ("", "")
     assert model.draft.text == ""
     assert not model.apply(PartialTranscript(1, 20.0, revision=7, committed="late partial"))
+
+
+def test_a_turn_that_heard_no_words_leaves_no_line_in_the_chat():
+    model = feed(ConversationModel(), finished_turn_events(turn=1))
+    feed(model, [SpeechStarted(2, 20.0), PartialTranscript(2, 20.3, revision=1, committed="", tentative="you"),
+                 TurnEnded(2, 21.0, last_voiced_t=20.4), FinalTranscript(2, 21.1, text=""),
+                 ReplyDone(2, 21.2, text="", outcome="empty")])
+    assert [(t.role, t.turn_id) for t in model.turns] == [("user", 1), ("assistant", 1)]
+    assert model.phase == LISTENING and model.live_user_text == ("", "")
 
 
 def test_reply_grows_by_sentence_and_an_interrupt_marks_it():

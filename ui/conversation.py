@@ -171,7 +171,8 @@ class ConversationModel:
         if not self._enter_turn(e.turn_id):
             return False
         self.turns = [t for t in self.turns if not (t.role == "user" and t.turn_id == e.turn_id)]
-        self.turns.append(ChatTurn("user", e.turn_id, e.text))
+        if any(ch.isalnum() for ch in e.text):  # no words (a breath, room noise): no line in the chat
+            self.turns.append(ChatTurn("user", e.turn_id, e.text))
         self.partial = Partial(e.turn_id, self.partial.revision)
         self.final_turn = e.turn_id
         self.phase = THINKING
@@ -198,7 +199,10 @@ class ConversationModel:
         i = self._assistant_index(e.turn_id)
         interrupted = self.turns[i].interrupted if i is not None else False
         turn = ChatTurn("assistant", e.turn_id, e.text.strip(), e.outcome, interrupted)
-        if i is None:
+        if e.outcome == "empty":  # nothing was said, nothing answered
+            if i is not None:
+                del self.turns[i]
+        elif i is None:
             self.turns.append(turn)
         else:
             self.turns[i] = turn

@@ -171,10 +171,12 @@ class PredGenStage(Stage):
 
     async def _answer(self, final: FinalTranscript) -> None:
         turn_id, text = final.turn_id, " ".join(final.text.split())
+        if not any(ch.isalnum() for ch in text):  # only marks (". . ."): nothing was said
+            text = ""
         if turn_id < self._latest_turn and text:  # a newer request began: this one is not answered
             await self._enter_unanswered(turn_id, text)
             return
-        if not text.strip():
+        if not text:
             self.emit(ReplyDone(turn_id, self.clock(), "", "empty"))
             self._emit_closed(turn_id, "empty", "")
             return
