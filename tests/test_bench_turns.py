@@ -126,6 +126,16 @@ def test_merged_requests_and_unanswered_turns_are_counted():
     assert score([rec], [separate])["wer"] == 0
 
 
+def test_a_turn_that_heard_nothing_is_counted_and_adds_no_words():
+    rec = Recording(Path("x.wav"), (TruthTurn(0.5, 2.0, "set a timer"),))
+    # a breath 1 s after the request opened a turn of its own, closed without a reply
+    breath = Observed(started={1: 0.5, 2: 3.0}, ends=[(1, 2.3, 2.0), (2, 4.1, 3.3)],
+                      finals=[(1, "set a timer"), (2, "")], outcomes={1: "accepted", 2: "empty"})
+    report = score([rec], [breath])
+    assert (report["turns_found"], report["heard_nothing"], report["wer"], report["merged_requests"]) == (2, 1, 0, 0)
+    assert report["endpoint_delay_ms"]["median"] == 300
+
+
 def test_several_sets_are_reported_each_and_together(two_recordings, tmp_path):
     out = tmp_path / "sets.json"
     sets = [str(two_recordings.parent / d / "set.jsonl") for d in ("c", "p")]

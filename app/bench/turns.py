@@ -12,6 +12,8 @@ audio overlaps most.
 - merged requests: truth turns whose end went by undeclared, so that one found turn (its voice
   from start to last voiced frame) covers them and the next (counted once per extra truth turn).
 - unanswered: turns closed without a reply because the user began a new request first.
+- heard nothing: turns the endpointer opened whose transcript held no words (room noise, a
+  breath): closed without a reply, and with no words to score.
 - endpoint delay: the turn's last declared end minus the truth `end_s`.
 - voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
   measured from the last voiced frame; the difference is added back).
@@ -176,6 +178,7 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
             "resumed": totals["resumed"], "requests_cut": totals["cut"], "merged_requests": totals["merged"],
             "endpoint_delay_ms": _stats(delays), "asr_final_ms": _stats(finals_ms), "voice_to_voice_ms": _stats(v2v),
             "unanswered": sum(outcome == "unanswered" for obs in observed for outcome in obs.outcomes.values()),
+            "heard_nothing": sum(outcome == "empty" for obs in observed for outcome in obs.outcomes.values()),
             "wer": round(totals["edits"] / totals["words"], 4) if totals["words"] else None,
             "recordings": details}
 
@@ -246,7 +249,7 @@ def bench_decision(settings: Settings, recordings: list[Recording], progress=Non
 
 SUMMARY = (("wer", "WER"), ("wer_whole_request", "WER alone"), ("endpoint_delay_ms", "endpoint ms"),
            ("requests_cut", "requests cut"), ("premature_cutoffs", "cut-offs"), ("premature_recovered", "resumed"),
-           ("merged_requests", "merged"), ("unanswered", "unanswered"),
+           ("merged_requests", "merged"), ("unanswered", "unanswered"), ("heard_nothing", "heard nothing"),
            ("asr_final_ms", "ASR final ms"), ("voice_to_voice_ms", "voice-to-voice ms"))
 
 

@@ -27,6 +27,7 @@ class AsrConfig:
     attention: str = "sdpa"  # transformers backends: eager | sdpa
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
     threads: int = 0  # faster-whisper on CPU: CTranslate2's threads (0: `default_cpu_threads()`)
+    no_speech_p: float = 0.0  # faster-whisper: Whisper's no-speech threshold (`FasterWhisperConfig`; 0: off)
     language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
     context: str = ""  # LLM backends: text given to the model as context (names, terms), before earlier turns
     spec: SpecConfig = field(default_factory=SpecConfig)
@@ -42,6 +43,8 @@ class AsrConfig:
             raise InvalidAsrConfig("the llm-specasr backend needs a draft model (e.g. Qwen/Qwen3-ASR-0.6B)")
         if self.threads < 0:
             raise InvalidAsrConfig(f"ASR threads must be 0 (automatic) or positive, not {self.threads}")
+        if not 0.0 <= self.no_speech_p < 1.0:
+            raise InvalidAsrConfig(f"ASR no_speech_p must be in [0, 1) (0: off), not {self.no_speech_p}")
         from foresay.engine.asr.llm.models import language_name
         language_name(self.language)
 
@@ -101,7 +104,7 @@ def build_backend(config: AsrConfig) -> AsrBackend:
         return FasterWhisperBackend(FasterWhisperConfig(
             config.target, device=config.device.split(":")[0], compute_type=config.compute_type,
             cpu_threads=config.threads or default_cpu_threads(), max_new_tokens=config.limits.max_new_tokens,
-            fixture_root=config.fixture_root))
+            no_speech_p=config.no_speech_p, fixture_root=config.fixture_root))
     if backend in LLM_BACKENDS:
         return _build_llm_backend(config, backend)
     from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper

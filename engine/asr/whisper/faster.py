@@ -13,10 +13,16 @@ prompt, the start-of-transcript sequence, <|notimestamps|>, the forced tokens as
 the model's own suppressed tokens. Longer audio (only a 30 s model's) goes through faster-whisper's
 moving windows as before. A decode in a window also says how sure the model was that a sentence
 ended after its last word (`Hypothesis.p_sentence_end`, `sentence_end`).
+
+With `no_speech_p` set, audio that holds no speech (room noise, a breath, a click the voice
+detector let through) is heard as nothing, by Whisper's own rule: P(no speech) above `no_speech_p`
+and an average token log-prob below -1. Whisper writes "you", "." or "Thank you." over such audio,
+and a request of "you" would be answered. A quiet word that Whisper reads with confidence is kept,
+even where it found P(no speech) high.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +38,9 @@ from foresay.engine.asr.whisper.models import SAMPLE_RATE, check_audio
 from foresay.engine.errors import ModelUnavailable
 from foresay.engine.registry_models import fetched_whisper
 
+# Whisper's own silence rule (openai-whisper, faster-whisper): a decode whose P(no speech) is above
+# `no_speech_p` and whose average log-prob is below this is not speech.
+NO_SPEECH_LOGPROB = -1.0
 COMPUTE_TYPES = ("auto", "int8", "int8_float16", "int8_float32", "float16", "bfloat16", "float32")
 
 
@@ -43,6 +52,11 @@ class FasterWhisperConfig:
     compute_type: str = "auto"  # auto: int8 on CPU, float16 on CUDA
     cpu_threads: int = 0  # 0: CTranslate2's default
     max_new_tokens: int = 224
+    # Whisper's no-speech threshold (0.6 is Whisper's own): above it, with a low log-prob, the audio
+    # holds no speech and the decode is empty. Measured with tiny.en on real recordings: speech
+    # 0.01-0.53, room tone 0.87-0.99. 0 (off) by default until a loss of words it goes with is
+    # understood (docs/benchmarks.md, "Hearing no speech").
+    no_speech_p: float = 0.0
     fixture_root: Path | None = None
     cache_root: Path | None = None  # converted transformers Whispers (None: ct2_convert's default)
 
@@ -55,6 +69,8 @@ class FasterWhisperConfig:
             raise InvalidAsrConfig(f"compute_type must be one of {', '.join(COMPUTE_TYPES)}, not {self.compute_type!r}")
         if self.cpu_threads < 0 or not 1 <= self.max_new_tokens <= 448:
             raise InvalidAsrConfig("cpu_threads must be >= 0 and max_new_tokens in 1..448")
+        if not 0.0 <= self.no_speech_p < 1.0:
+            raise InvalidAsrConfig(f"no_speech_p must be in [0, 1) (0: off), not {self.no_speech_p}")
 
     def resolved_compute_type(self, device: str) -> str:
         if self.compute_type != "auto":
@@ -103,11 +119,21 @@ class FasterWhisperBackend(AsrBackend):
             hypothesis = self.decode_in_window(audio, window, forced, prompt,
                                                max_new_tokens=max(1, token_cap(audio_s) - len(forced)))
             tokens = (*forced, *hypothesis.tokens)
-            if not looks_looped(self.text.decode(tokens), len(tokens), audio_s):
-                return Hypothesis(hypothesis.tokens, DecodeStats(windows=tuple(tried)), hypothesis.p_sentence_end)
-        window = windows[-1] if windows else self.window_seconds
-        hypothesis = self.decode_in_window(audio, window, forced, prompt)
-        return Hypothesis(hypothesis.tokens, DecodeStats(windows=(*tried, window)), hypothesis.p_sentence_end)
+            if self._no_speech(hypothesis, forced) or not looks_looped(self.text.decode(tokens), len(tokens), audio_s):
+                break
+        else:
+            tried.append(windows[-1] if windows else self.window_seconds)
+            hypothesis = self.decode_in_window(audio, tried[-1], forced, prompt)
+        stats = DecodeStats(windows=tuple(tried))
+        if self._no_speech(hypothesis, forced):
+            return Hypothesis((), stats, None, hypothesis.p_no_speech, hypothesis.avg_logprob)
+        return replace(hypothesis, stats=stats)
+
+    def _no_speech(self, hypothesis: Hypothesis, forced) -> bool:
+        """Whether a decode after no forced words heard no speech (Whisper's rule; see the module)."""
+        p, logprob = hypothesis.p_no_speech, hypothesis.avg_logprob
+        return (not forced and bool(self.config.no_speech_p) and p is not None and logprob is not None
+                and p > self.config.no_speech_p and logprob < NO_SPEECH_LOGPROB)
 
     def decode_in_window(self, audio: np.ndarray, window_s: float, forced=(), prompt=(),
                          max_new_tokens: int | None = None) -> Hypothesis:
@@ -138,14 +164,17 @@ class FasterWhisperBackend(AsrBackend):
         result = model.model.generate(
             model.encode(np.ascontiguousarray(features)), [sequence], beam_size=1,
             max_length=min(total, max(2 * new, len(sequence) + new)), suppress_blank=not forced,
-            suppress_tokens=[-1], return_scores=False, return_logits_vocab=True)[0]
+            suppress_tokens=[-1], return_scores=True, return_no_speech_prob=True, return_logits_vocab=True)[0]
         eot = self.text.first_special
         tokens = result.sequences_ids[0]
         p_end = self._sentence_end.probability(tokens, result.logits[0])
         if forced and tokens[:len(forced)] == list(forced):  # CTranslate2 returns the forced tokens too
             tokens = tokens[len(forced):]
         end = next((i for i, t in enumerate(tokens) if t >= eot), len(tokens))
-        return Hypothesis(tuple(tokens[:end]), p_sentence_end=p_end if end == len(tokens) else None)
+        # CTranslate2's score is the log-prob per generated token; Whisper averages over one more
+        logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
+        return Hypothesis(tuple(tokens[:end]), p_sentence_end=p_end if end == len(tokens) else None,
+                          p_no_speech=result.no_speech_prob, avg_logprob=logprob)
 
     def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
         multilingual = self.model.model.is_multilingual
@@ -154,7 +183,8 @@ class FasterWhisperBackend(AsrBackend):
             audio, language="en" if multilingual else None, beam_size=1, best_of=1, temperature=0.0,
             condition_on_previous_text=False, initial_prompt=list(prompt) or None,
             prefix=prefix or None, without_timestamps=True, vad_filter=False,
-            compression_ratio_threshold=None, log_prob_threshold=None, no_speech_threshold=None,
+            compression_ratio_threshold=None, log_prob_threshold=NO_SPEECH_LOGPROB,
+            no_speech_threshold=(self.config.no_speech_p or None) if not prefix else None,
             max_new_tokens=self.config.max_new_tokens)
         # The segments are a lazy generator: decode here, in the caller's (worker) thread.
         eot = self.text.first_special
