@@ -12,6 +12,7 @@ from foresay.engine.events import (
     AssistantIntro, AudioChunk, DraftUpdated, EndOfTurnEstimate, Event, FinalTranscript, FirstSentenceReady,
     Interrupt, PartialTranscript, ReplyDone, ReplyHeard, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
 )
+from foresay.engine.sequences import words
 
 LISTENING, USER_SPEAKING, THINKING, SPEAKING = "listening", "user speaking", "thinking", "speaking"
 
@@ -171,7 +172,7 @@ class ConversationModel:
         if not self._enter_turn(e.turn_id):
             return False
         self.turns = [t for t in self.turns if not (t.role == "user" and t.turn_id == e.turn_id)]
-        if any(ch.isalnum() for ch in e.text):  # no words (a breath, room noise): no line in the chat
+        if words(e.text):  # no words (a breath, room noise): no line in the chat
             self.turns.append(ChatTurn("user", e.turn_id, e.text))
         self.partial = Partial(e.turn_id, self.partial.revision)
         self.final_turn = e.turn_id

@@ -30,6 +30,7 @@ from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSe
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
 from foresay.engine.predgen.verifiers import Verifier
+from foresay.engine.sequences import words
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ class PredGenStage(Stage):
 
     async def _answer(self, final: FinalTranscript) -> None:
         turn_id, text = final.turn_id, " ".join(final.text.split())
-        if not any(ch.isalnum() for ch in text):  # only marks (". . ."): nothing was said
+        if not words(text):  # only marks (". . ."): nothing was said
             text = ""
         if turn_id < self._latest_turn and text:  # a newer request began: this one is not answered
             await self._enter_unanswered(turn_id, text)

@@ -179,12 +179,13 @@ class FasterWhisperBackend(AsrBackend):
     def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
         multilingual = self.model.model.is_multilingual
         prefix = self.text.decode(forced).strip()
+        no_speech = bool(self.config.no_speech_p) and not prefix  # Whisper's rule, as in `_no_speech`
         segments, _ = self.model.transcribe(
             audio, language="en" if multilingual else None, beam_size=1, best_of=1, temperature=0.0,
             condition_on_previous_text=False, initial_prompt=list(prompt) or None,
             prefix=prefix or None, without_timestamps=True, vad_filter=False,
-            compression_ratio_threshold=None, log_prob_threshold=NO_SPEECH_LOGPROB,
-            no_speech_threshold=(self.config.no_speech_p or None) if not prefix else None,
+            compression_ratio_threshold=None, log_prob_threshold=NO_SPEECH_LOGPROB if no_speech else None,
+            no_speech_threshold=self.config.no_speech_p if no_speech else None,
             max_new_tokens=self.config.max_new_tokens)
         # The segments are a lazy generator: decode here, in the caller's (worker) thread.
         eot = self.text.first_special
