@@ -187,6 +187,39 @@ def test_a_resumed_turn_keeps_what_it_heard_and_transcribes_the_rest():
     assert finals[0] == "turn the" and finals[-1] == "turn the lights off"
 
 
+def _resumed_before_its_final(pause_first: bool):
+    """A slow recognizer: "turn the" ends (after a voice pause or not), the voice comes back
+    before that end's final is out, and the turn ends again after "lights off"."""
+    from foresay.engine.events import TurnResumed, VoicePaused
+    utterance = SyntheticUtterance(WORDS)
+    audio = utterance.audio()
+    cut = int(utterance.timeline()[2][0])
+    backend = SlowScripted(utterance, seconds=0.1)
+
+    async def script(stage, send):
+        send(UserAudio(1, 0.0, audio[:cut]))
+        if pause_first:
+            send(VoicePaused(1, cut / SAMPLE_RATE, last_voiced_t=cut / SAMPLE_RATE - 0.1))
+        send(TurnEnded(1, cut / SAMPLE_RATE + 0.05, last_voiced_t=cut / SAMPLE_RATE - 0.1))
+        if pause_first:
+            await asyncio.sleep(0.02)  # the pause decode is under way when the voice comes back
+        send(TurnResumed(1, cut / SAMPLE_RATE + 0.1))
+        send(UserAudio(1, cut / SAMPLE_RATE, audio[cut:]))
+        send(TurnEnded(1, len(audio) / SAMPLE_RATE + 0.5, last_voiced_t=len(audio) / SAMPLE_RATE))
+
+    events = _bus_events(backend, script, StreamingConfig(hop_ms=5000))
+    return [e.text for e in events if isinstance(e, FinalTranscript)], backend
+
+
+def test_a_turn_resumed_before_its_final_is_out_gets_one_final_with_every_word():
+    """The final of an end the voice took back is never said: said after the resume, it would be
+    answered as the request (a fragment of it), or come after the real final and replace it."""
+    for pause_first in (True, False):
+        finals, backend = _resumed_before_its_final(pause_first)
+        assert finals == ["turn the lights off"], pause_first
+    assert len(backend.calls) == 1  # the end's final decode, not begun when the voice came back, never runs
+
+
 def test_a_turn_ending_while_its_pause_decode_runs_takes_that_decode_as_its_final():
     """A slow recognizer: the end is declared before the pause decode is out. That decode heard
     every voiced sample, so it is awaited and becomes the final; no decode runs after the end,

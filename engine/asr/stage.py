@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -37,6 +36,7 @@ import numpy as np
 from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
+from foresay.engine.asr.turn_decodes import EndedTurn, PauseDecode
 from foresay.engine.sequences import extends
 from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.errors import ForesayError
@@ -45,20 +45,6 @@ from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, Pa
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Pause:
-    """A pause decode: its transcriber, the task making it, the capture time its audio runs to;
-    `stale` once voice came back (a decode not started by then is skipped); `answered_samples`:
-    the turn's audio received when its transcript went out; `late`: the second look in the same
-    silence, once begun."""
-    transcriber: StreamingTranscriber
-    task: asyncio.Task | None = None
-    until_t: float = 0.0
-    stale: bool = False
-    answered_samples: int | None = None
-    late: asyncio.Task | None = None
 
 
 # The decision ends a finished-sounding turn within a frame of getting its transcript; a look begun
@@ -87,10 +73,9 @@ class StreamingAsr(Stage):
         self._hops: asyncio.Task | None = None
         self._context: list[str] = []
         self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript, int]] = {}  # + revision
-        self._pause: _Pause | None = None  # the newest pause decode of the open turn
+        self._pause: PauseDecode | None = None  # the newest pause decode of the open turn
         self._fed_samples = 0  # samples of the open turn handed to its transcriber or waiting
-        # the last turn ended: (turn id, transcriber, audio after its pause decode, kept for a resume)
-        self._finished: tuple[int, StreamingTranscriber, np.ndarray] | None = None
+        self._finished: EndedTurn | None = None  # the last turn ended, kept for a resume
         self._paused = False  # the voice paused in the current turn: hops wait
         self._voiced_until: float | None = None  # the endpointer's last voiced frame in the turn
         self._pending_samples = 0
@@ -104,7 +89,7 @@ class StreamingAsr(Stage):
 
     def handle(self, event: Event) -> None:
         if isinstance(event, UserAudio):
-            if self._transcriber is None and self._finished is not None and self._finished[0] == event.turn_id:
+            if self._transcriber is None and self._finished is not None and self._finished.turn_id == event.turn_id:
                 self._resume(TurnResumed(event.turn_id, event.t))  # a turn declared ended goes on
             if self._transcriber is None or self._transcriber.turn_id != event.turn_id:
                 if self._transcriber is not None:  # a turn that never ended: finish it first
@@ -117,7 +102,7 @@ class StreamingAsr(Stage):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
                 transcriber = self._transcriber
-                pause = _Pause(transcriber, until_t=transcriber.start_time + self._fed_samples / SAMPLE_RATE)
+                pause = PauseDecode(transcriber, until_t=transcriber.start_time + self._fed_samples / SAMPLE_RATE)
                 pause.task = self.spawn(self._preview(pause, self._take_audio()))
                 self._pause = pause
         elif isinstance(event, VoiceResumed):
@@ -132,24 +117,25 @@ class StreamingAsr(Stage):
             preview = self._previews.pop(event.turn_id, None)
             pause, self._pause = self._pause, None
             detached = self._detach()
+            own_pause = pause if pause is not None and pause.transcriber is detached[0] else None
             if preview is not None and preview[0] is detached[0] and (
                     event.heard_revision == preview[2] or event.last_voiced_t <= preview[1].t + 1e-3):
                 # every voiced sample was in the pause decode: ending the turn costs nothing
                 detached[1].cancel()
-                self._finished = (event.turn_id, detached[0], detached[2])
-                late = pause.late if pause is not None and pause.transcriber is detached[0] else None
+                ended = self._finished = EndedTurn(event.turn_id, detached[0], detached[2], own_pause)
+                late = own_pause.late if own_pause is not None else None
                 if late is not None and not late.done():
-                    self.spawn(self._final_after_look(detached[0], late, preview[1]))
+                    self.spawn(self._final_after_look(ended, late, preview[1]))
                 else:
                     self.emit(preview[1])
-            elif (pause is not None and pause.transcriber is detached[0] and not pause.task.done()
-                    and event.last_voiced_t <= pause.until_t + 1e-3):
+            elif (own_pause is not None and not own_pause.task.done()
+                    and event.last_voiced_t <= own_pause.until_t + 1e-3):
                 # the pause decode that heard every voiced sample is still running: it is the final
                 detached[1].cancel()
-                self._finished = (event.turn_id, detached[0], detached[2])
-                self.spawn(self._final_from_pause(pause, event.turn_id))
+                ended = self._finished = EndedTurn(event.turn_id, detached[0], detached[2], own_pause)
+                self.spawn(self._final_from_pause(ended))
             else:
-                self._finish_in_background(detached)
+                self._finish_in_background(detached, own_pause)
         elif isinstance(event, TurnResumed):
             self._resume(event)
         elif isinstance(event, TurnClosed):
@@ -201,11 +187,12 @@ class StreamingAsr(Stage):
         self._transcriber = self._hops = None
         return detached
 
-    def _finish_in_background(self, detached) -> None:
-        self._finished = (detached[0].turn_id, detached[0], np.zeros(0, np.float32))
-        self.spawn(self._final_or_report(detached))
+    def _finish_in_background(self, detached, pause: PauseDecode | None = None) -> None:
+        """The final decode after the end (its audio goes to the transcriber there, not to a resume)."""
+        ended = self._finished = EndedTurn(detached[0].turn_id, detached[0], np.zeros(0, np.float32), pause)
+        self.spawn(self._final_or_report(detached, ended))
 
-    async def _preview(self, pause: _Pause, audio: np.ndarray) -> FinalTranscript | None:
+    async def _preview(self, pause: PauseDecode, audio: np.ndarray) -> FinalTranscript | None:
         """The voice paused: decode all audio so far as the final would, at once (not on the
         next tick), and offer it as a complete partial so PredGen verifies the final prompt
         while the silence lasts. Returns it (the final, if the turn ends before it is out), or
@@ -233,17 +220,20 @@ class StreamingAsr(Stage):
                 await self._recheck(transcriber, final, revision)
         return final
 
-    async def _final_from_pause(self, pause: _Pause, turn_id: int) -> None:
+    async def _final_from_pause(self, ended: EndedTurn) -> None:
+        pause = ended.pause
         try:
             final = await asyncio.shield(pause.task)
         except Exception as exc:  # the decode failed: the turn still ends, said why
-            self._report(pause.transcriber, f"speech recognition failed: {exc}")
+            self._report(ended, f"speech recognition failed: {exc}")
             return
         if pause.late is not None:  # a second look begun meanwhile: its words, if it heard more
             with contextlib.suppress(Exception):
                 final = await asyncio.shield(pause.late) or final
-        if self._transcriber is not pause.transcriber:  # not resumed meanwhile
-            self.emit(final if final is not None else await self._decode(pause.transcriber.finish))
+        if final is None and not ended.resumed:
+            final = await self._decode(pause.transcriber.finish)
+        if not ended.resumed:
+            self.emit(final)
 
     def _maybe_look_again(self) -> None:
         """Begin the second look once the silence's audio runs `late_look_ms` past the pause decode,
@@ -258,7 +248,7 @@ class StreamingAsr(Stage):
         if self._heard_until() - pause.until_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
             pause.late = self.spawn(self._look_again(pause, self._take_audio()))
 
-    async def _look_again(self, pause: _Pause, audio: np.ndarray) -> FinalTranscript | None:
+    async def _look_again(self, pause: PauseDecode, audio: np.ndarray) -> FinalTranscript | None:
         """Decode the turn again with the silence's audio; returns the transcript if it heard more
         words than the pause decode (sent as a PausedTranscript while the turn is open), else None."""
         try:
@@ -293,13 +283,12 @@ class StreamingAsr(Stage):
         self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
                                    rechecking=rechecking, p_sentence_end=p_sentence_end))
 
-    async def _final_after_look(self, transcriber: StreamingTranscriber, late: asyncio.Task,
-                                paused: FinalTranscript) -> None:
+    async def _final_after_look(self, ended: EndedTurn, late: asyncio.Task, paused: FinalTranscript) -> None:
         """The turn ended while its second look decoded: that look's words, if it heard more."""
         looked = None
         with contextlib.suppress(Exception):  # a failed look: the pause decode's transcript stands
             looked = await asyncio.shield(late)
-        if self._transcriber is not transcriber:  # not resumed meanwhile
+        if not ended.resumed:
             self.emit(looked if looked is not None else paused)
 
     async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
@@ -312,41 +301,45 @@ class StreamingAsr(Stage):
 
     def _resume(self, event: TurnResumed) -> None:
         """The turn declared ended goes on: its transcriber (with all it heard) listens again."""
-        if self._finished is None or self._finished[0] != event.turn_id or self._transcriber is not None:
+        ended = self._finished
+        if ended is None or ended.turn_id != event.turn_id or self._transcriber is not None:
             return
-        _, transcriber, after_pause = self._finished
-        self._finished = None
+        self._finished, ended.resumed = None, True
+        if ended.pause is not None:
+            ended.pause.stale = True  # its decode, if not yet begun, and its second look are not needed
+        transcriber, after_pause = ended.transcriber, ended.after_pause
         self._transcriber, self._paused = transcriber, False
         self._pending, self._pending_samples = [after_pause], len(after_pause)  # heard since its pause decode
         self._hops = self.spawn(self._hop_loop(transcriber), lasting=True)
 
-    async def _final_or_report(self, detached) -> None:
-        transcriber = detached[0]
+    async def _final_or_report(self, detached, ended: EndedTurn) -> None:
         try:
-            await self._final(detached)
+            await self._final(detached, ended)
         except asyncio.CancelledError:
             raise
         except ForesayError as exc:  # the turn still ends: with an empty transcript, and said why
-            self._report(transcriber, str(exc))
+            self._report(ended, str(exc))
         except Exception as exc:
-            log.exception("final transcript of turn %d failed", transcriber.turn_id)
-            self._report(transcriber, f"speech recognition failed: {exc}")
+            log.exception("final transcript of turn %d failed", ended.turn_id)
+            self._report(ended, f"speech recognition failed: {exc}")
 
-    def _report(self, transcriber: StreamingTranscriber, text: str) -> None:
-        self.emit(StatusMessage(0, transcriber.start_time, text, "error"))
-        self.emit(FinalTranscript(transcriber.turn_id, transcriber.start_time, ""))
+    def _report(self, ended: EndedTurn, text: str) -> None:
+        start = ended.transcriber.start_time
+        self.emit(StatusMessage(0, start, text, "error"))
+        if not ended.resumed:
+            self.emit(FinalTranscript(ended.turn_id, start, ""))
 
-    async def _final(self, detached) -> FinalTranscript:
+    async def _final(self, detached, ended: EndedTurn) -> FinalTranscript | None:
         transcriber, hops, audio = detached
         hops.cancel()
         await asyncio.gather(hops, return_exceptions=True)
 
-        def final() -> FinalTranscript:
+        def final() -> FinalTranscript | None:
             transcriber.append(audio)
-            return transcriber.finish()
+            return None if ended.resumed else transcriber.finish()  # resumed: the hops go on from here
 
         event = await self._decode(final)
-        if self._transcriber is not transcriber:  # not resumed meanwhile
+        if event is not None and not ended.resumed:
             self.emit(event)
         return event
 
