@@ -51,63 +51,102 @@ class EchoPathConfig:
 
     window_ms: microphone audio correlated with the reference at a time.
     max_delay_ms: longest speaker-to-mic delay searched (output latency + air).
-    threshold: normalized correlation (after pre-emphasis) at the best delay that marks an echo;
-        the echo alone gives 0.5-0.95, unrelated speech below 0.2.
+    threshold: normalized correlation (after pre-emphasis) at the best delay that may mark an echo,
+        when a later window, not overlapping, finds it again at that delay (`EchoPathDetector`);
+        the echo alone gives 0.5-0.95, unrelated speech mostly below 0.2 (up to 0.55 by chance).
+    sure: a correlation that marks an echo at once.
+    first_ms: the playback's audio heard before the first measurement.
     memory_s: an echo path found stays assumed for this long (double talk lowers the correlation).
     every_frames: 10 ms frames between two measurements.
     """
     window_ms: int = 400
     max_delay_ms: int = 250
     threshold: float = 0.35
+    sure: float = 0.7
+    first_ms: int = 100
     memory_s: float = 8.0
     every_frames: int = 5
 
     def __post_init__(self):
+        if not 10 <= self.first_ms <= self.window_ms:
+            raise AudioError("echo path: first_ms must lie in 10..window_ms")
         if self.window_ms < 50 or self.max_delay_ms < 0 or self.memory_s <= 0 or self.every_frames < 1:
             raise AudioError("echo path: window_ms >= 50, max_delay_ms >= 0, memory_s > 0, every_frames >= 1")
-        if not 0 < self.threshold < 1:
-            raise AudioError("echo path: threshold must lie in (0, 1)")
+        if not 0 < self.threshold <= self.sure < 1:
+            raise AudioError("echo path: threshold and sure must lie in (0, 1), threshold <= sure")
 
 
 class EchoPathDetector:
     """Whether the microphone holds an echo of the playback: the best normalized correlation of
-    the pre-emphasized mic window with the reference over the delays searched."""
+    the pre-emphasized mic window with the reference over the delays searched.
+
+    A correlation over `sure` is an echo, measured from `first_ms` after the playback (re)started
+    (the canceller's output is then used from the reply's first moments, as the echo gate that
+    follows it expects). One between the threshold and `sure` is an echo only when measured over a
+    window heard in full, and when a window that does not overlap it passed the threshold at the
+    same delay (within `LAG_TOLERANCE`). A user speaking just as a
+    reply starts correlates with it by chance (0.35-0.55, measured with a real voice and with
+    espeak-ng over espeak-ng) at a delay that holds only while the windows share their audio, and
+    the canceller would then garble their words; a real path keeps its delay, and its echo alone
+    correlates at 0.85-0.95.
+    """
+
+    LAG_TOLERANCE = 32  # samples (2 ms)
 
     def __init__(self, config: EchoPathConfig = EchoPathConfig()):
         self.config = c = config
         self._win = c.window_ms * SAMPLE_RATE // 1000
         self._lag = c.max_delay_ms * SAMPLE_RATE // 1000
-        self._mic = np.zeros(self._win, np.float32)
-        self._ref = np.zeros(self._win + self._lag, np.float32)
-        self._frames = 0
+        self._min_heard = c.first_ms * SAMPLE_RATE // 1000
         self.correlation = 0.0
         self.found_t: float | None = None   # time an echo was last measured
+        self._restart()
+
+    def _restart(self) -> None:
+        self._mic = np.zeros(self._win, np.float32)
+        self._ref = np.zeros(self._win + self._lag, np.float32)
+        self._heard = 0         # samples pushed since the playback (re)started
+        self._frames = 0
+        self._last_t: float | None = None
+        self._passed: list[tuple[float, int]] = []   # (time, delay) of windows over the threshold
 
     def push(self, mic: np.ndarray, ref: np.ndarray, t: float) -> bool:
         """Adds one frame each of microphone and (time-aligned) reference; True while an echo path
         is assumed."""
         n = len(mic)
+        if self._last_t is not None and t - self._last_t > 2.5 * n / SAMPLE_RATE:
+            self._restart()  # the playback was idle: the window's audio is of an earlier reply
+        self._last_t = t
         self._mic = np.concatenate([self._mic[n:], mic])
         self._ref = np.concatenate([self._ref[n:], ref])
+        self._heard += n
         self._frames += 1
-        if self._frames % self.config.every_frames == 0:
-            self.correlation = self._measure()
-            if self.correlation >= self.config.threshold:
+        if self._frames % self.config.every_frames == 0 and self._heard >= self._min_heard:
+            self.correlation, lag = self._measure()
+            if self.correlation >= self.config.sure:
                 self.found_t = t
+            elif self.correlation >= self.config.threshold and self._heard >= self._win:
+                apart = self.config.window_ms / 1000 - 1e-6
+                if any(t - when >= apart and abs(lag - delay) <= self.LAG_TOLERANCE for when, delay in self._passed):
+                    self.found_t = t
+                self._passed = [p for p in self._passed if t - p[0] <= self.config.memory_s] + [(t, lag)]
         return self.found_t is not None and t - self.found_t <= self.config.memory_s
 
-    def _measure(self) -> float:
-        m = np.diff(self._mic)                      # pre-emphasis: speech's low end correlates
-        r = np.diff(self._ref)                      # by chance; its detail only through the path
+    def _measure(self) -> tuple[float, int]:
+        """The best normalized correlation and its offset into the reference window."""
+        h = min(self._heard, self._win)            # the window's audio heard since the playback started
+        m = np.diff(self._mic[-h:])                 # pre-emphasis: speech's low end correlates
+        r = np.diff(self._ref[-(h + self._lag):])   # by chance; its detail only through the path
         e_m = float(np.dot(m, m))
         if e_m < 1e-9:
-            return 0.0
+            return 0.0, 0
         size = 1 << int(np.ceil(np.log2(len(m) + len(r))))
         xc = np.fft.irfft(np.fft.rfft(r, size) * np.conj(np.fft.rfft(m, size)), size)[:len(r) - len(m) + 1]
         c = np.concatenate([[0.0], np.cumsum(r.astype(np.float64) ** 2)])
         e_r = c[len(m):] - c[:len(c) - len(m)]     # reference energy under the window, per offset
-        rho = np.abs(xc) / np.sqrt(e_m * np.maximum(e_r, 1e-12))
-        return float(np.max(np.where(e_r > 1e-9, rho, 0.0)))
+        rho = np.where(e_r > 1e-9, np.abs(xc) / np.sqrt(e_m * np.maximum(e_r, 1e-12)), 0.0)
+        best = int(np.argmax(rho))
+        return float(rho[best]), best
 
 
 def webrtc_aec_available() -> bool:

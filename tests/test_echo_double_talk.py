@@ -73,6 +73,27 @@ def test_with_the_reply_leaking_at_minus_20_db_the_question_is_heard_no_worse(wh
     assert errors[0] <= errors[1], errors
 
 
+@pytest.mark.parametrize("at_s", [0.0, 0.15, 0.25, 0.35])
+def test_a_user_going_on_as_the_reply_starts_passes_untouched_without_echo(at_s):
+    """Speech that starts with the reply (a user going on with their request, over headphones)
+    correlates with it by chance over the first, part-empty windows: that is no echo path, and
+    the canceller must not touch it."""
+    reply = _level(speak(REPLY, VoiceSetting("en-us", 175, 50, 0.0), 0))
+    said = _level(speak("Turn off the lights in the kitchen.", VoiceSetting("en+m2", 168, 52, 0.005), 1))
+    at = int(at_s * SAMPLE_RATE)
+    played = np.zeros(max(len(reply), at + len(said) + 8000), np.float32)
+    played[:len(reply)] = reply
+    mic = np.random.default_rng(0).normal(0, 0.002, len(played)).astype(np.float32)
+    mic[at:at + len(said)] += said
+    cleaned, canceller = cancel(mic, played)
+    assert canceller.frames_processed > 100 and canceller.frames_cancelled == 0
+    assert np.array_equal(cleaned, mic[:len(cleaned)])
+
+
 def test_echo_path_config_is_checked():
     with pytest.raises(Exception, match="threshold"):
         EchoPathConfig(threshold=1.5)
+    with pytest.raises(Exception, match="threshold"):
+        EchoPathConfig(threshold=0.8, sure=0.7)
+    with pytest.raises(Exception, match="first_ms"):
+        EchoPathConfig(first_ms=500)
