@@ -30,9 +30,9 @@ def breath(level: float = 0.03, seconds: float = 0.35) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def tiny_en(registry_model):
-    """The registry's tiny.en with Whisper's own no-speech threshold."""
+    """The registry's tiny.en as configured by default: Whisper's own no-speech threshold."""
     registry_model("whisper-tiny.en")
-    return FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1, no_speech_p=0.6))
+    return FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1))  # the default: the rule on
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ class AsrConfig:
     attention: str = "sdpa"  # transformers backends: eager | sdpa
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
     threads: int = 0  # faster-whisper on CPU: CTranslate2's threads (0: `default_cpu_threads()`)
-    no_speech_p: float = 0.0  # faster-whisper: Whisper's no-speech threshold (`FasterWhisperConfig`; 0: off)
+    no_speech_p: float = 0.6  # faster-whisper: Whisper's no-speech threshold (`FasterWhisperConfig`; 0: off)
     language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
     context: str = ""  # LLM backends: text given to the model as context (names, terms), before earlier turns
     spec: SpecConfig = field(default_factory=SpecConfig)

@@ -54,9 +54,8 @@ class FasterWhisperConfig:
     max_new_tokens: int = 224
     # Whisper's no-speech threshold (0.6 is Whisper's own): above it, with a low log-prob, the audio
     # holds no speech and the decode is empty. Measured with tiny.en on real recordings: speech
-    # 0.01-0.53, room tone 0.87-0.99. 0 (off) by default until a loss of words it goes with is
-    # understood (docs/benchmarks.md, "Hearing no speech").
-    no_speech_p: float = 0.0
+    # 0.01-0.53, room tone 0.87-0.99 (docs/benchmarks.md, "Hearing no speech"). 0: off.
+    no_speech_p: float = 0.6
     fixture_root: Path | None = None
     cache_root: Path | None = None  # converted transformers Whispers (None: ct2_convert's default)
 
