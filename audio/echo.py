@@ -84,11 +84,10 @@ class EchoPathDetector:
     (the canceller's output is then used from the reply's first moments, as the echo gate that
     follows it expects). One between the threshold and `sure` is an echo only when measured over a
     window heard in full, and when a window that does not overlap it passed the threshold at the
-    same delay (within `LAG_TOLERANCE`). A user speaking just as a
-    reply starts correlates with it by chance (0.35-0.55, measured with a real voice and with
-    espeak-ng over espeak-ng) at a delay that holds only while the windows share their audio, and
-    the canceller would then garble their words; a real path keeps its delay, and its echo alone
-    correlates at 0.85-0.95.
+    same delay (within `LAG_TOLERANCE`). A user speaking just as a reply starts correlates with
+    it by chance (0.35-0.55, measured with a real voice and with espeak-ng over espeak-ng) at a
+    delay that holds only while the windows share their audio, and the canceller would then
+    garble their words; a real path keeps its delay, and its echo alone correlates at 0.85-0.95.
     """
 
     LAG_TOLERANCE = 32  # samples (2 ms)
