@@ -114,33 +114,35 @@ class StreamingAsr(Stage):
                 # no audio ever reached this turn: its final transcript is empty, said at once
                 self.emit(FinalTranscript(event.turn_id, event.t, ""))
                 return
-            preview = self._previews.pop(event.turn_id, None)
-            pause, self._pause = self._pause, None
-            detached = self._detach()
-            own_pause = pause if pause is not None and pause.transcriber is detached[0] else None
-            if preview is not None and preview[0] is detached[0] and (
-                    event.heard_revision == preview[2] or event.last_voiced_t <= preview[1].t + 1e-3):
-                # every voiced sample was in the pause decode: ending the turn costs nothing
-                detached[1].cancel()
-                ended = self._finished = EndedTurn(event.turn_id, detached[0], detached[2], own_pause)
-                late = own_pause.late if own_pause is not None else None
-                if late is not None and not late.done():
-                    self.spawn(self._final_after_look(ended, late, preview[1]))
-                else:
-                    self.emit(preview[1])
-            elif (own_pause is not None and not own_pause.task.done()
-                    and event.last_voiced_t <= own_pause.until_t + 1e-3):
-                # the pause decode that heard every voiced sample is still running: it is the final
-                detached[1].cancel()
-                ended = self._finished = EndedTurn(event.turn_id, detached[0], detached[2], own_pause)
-                self.spawn(self._final_from_pause(ended))
-            else:
-                self._finish_in_background(detached, own_pause)
+            self._end(event)
         elif isinstance(event, TurnResumed):
             self._resume(event)
         elif isinstance(event, TurnClosed):
             if event.user_text.strip():
                 self._context = (self._context + [event.user_text, event.reply_text])[-2 * self.context_turns:]
+
+    def _end(self, event: TurnEnded) -> None:
+        """The turn ended: its final is the pause decode's when that heard every voiced sample
+        (out already, or still decoding), else a decode now."""
+        preview = self._previews.pop(event.turn_id, None)
+        pause, self._pause = self._pause, None
+        detached = self._detach()
+        pause = pause if pause is not None and pause.transcriber is detached[0] else None
+        heard = preview is not None and preview[0] is detached[0] and (
+            event.heard_revision == preview[2] or event.last_voiced_t <= preview[1].t + 1e-3)
+        decoding = (not heard and pause is not None and not pause.task.done()
+                    and event.last_voiced_t <= pause.until_t + 1e-3)
+        if not (heard or decoding):
+            self._finish_in_background(detached, pause)
+            return
+        detached[1].cancel()  # every voiced sample is in the pause decode: ending costs no decode
+        ended = self._finished = EndedTurn(event.turn_id, detached[0], detached[2], pause)
+        if decoding:  # still running: it is the final
+            self.spawn(self._final_from_pause(ended))
+        elif pause is not None and pause.late is not None and not pause.late.done():
+            self.spawn(self._final_after_look(ended, pause.late, preview[1]))
+        else:
+            self.emit(preview[1])
 
     async def start(self) -> None:
         await self.run_in_worker(self.backend.warmup)
