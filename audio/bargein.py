@@ -18,6 +18,10 @@ span voiced); `Interrupt.t` is the capture time at which that became true, and
 than `onset_gap_ms` since (a first word the gate let through, then quieter syllables it took for
 echo, then the run that interrupts: the utterance began with that first word). The detector
 then disarms itself until the next `arm()`.
+
+When the canceller's output starts or stops being used (the cleaned audio stops or starts being
+the raw audio), the gate after it forgets the echo it measured: that was of the other signal, and
+an echo measured before the canceller took over would hold a user back for seconds.
 """
 from __future__ import annotations
 
@@ -78,6 +82,7 @@ class BargeInDetector:
         self._speech_start: float | None = None  # the utterance's first user frame (onset_gap_ms)
         self._last_user_end = 0.0
         self._user_frames = 0
+        self._cancelling = False   # whether the cleaned audio is the canceller's output
         self.onset_t: float | None = None   # start of the speech that caused the last interrupt
 
     @property
@@ -116,6 +121,9 @@ class BargeInDetector:
 
     def _frame(self, frame: np.ndarray, t: float, raw: np.ndarray | None) -> Interrupt | None:
         c = self.config
+        if raw is not None and (cancelling := not np.array_equal(frame, raw)) != self._cancelling:
+            self._cancelling = cancelling
+            self.gate.forget_echo()
         voiced = self.vad.is_speech(frame)
         user = self.gate.user_dominant(frame, t, voiced)   # always: it keeps measuring the echo
         if raw is not None:

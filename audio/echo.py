@@ -53,9 +53,10 @@ class EchoPathConfig:
     max_delay_ms: longest speaker-to-mic delay searched (output latency + air).
     threshold: normalized correlation (after pre-emphasis) at the best delay that may mark an echo,
         when a later window, not overlapping, finds it again at that delay (`EchoPathDetector`);
-        the echo alone gives 0.5-0.95, unrelated speech mostly below 0.2 (up to 0.55 by chance).
+        the echo alone gives 0.45-0.95, unrelated speech mostly below 0.2 (up to 0.55 by chance).
     sure: a correlation that marks an echo at once.
     first_ms: the playback's audio heard before the first measurement.
+    confirm_ms: the least audio a window measured below `sure` covers.
     memory_s: an echo path found stays assumed for this long (double talk lowers the correlation).
     every_frames: 10 ms frames between two measurements.
     """
@@ -64,12 +65,15 @@ class EchoPathConfig:
     threshold: float = 0.35
     sure: float = 0.7
     first_ms: int = 100
+    confirm_ms: int = 200
     memory_s: float = 8.0
     every_frames: int = 5
 
     def __post_init__(self):
         if not 10 <= self.first_ms <= self.window_ms:
             raise AudioError("echo path: first_ms must lie in 10..window_ms")
+        if not self.first_ms <= self.confirm_ms <= self.window_ms:
+            raise AudioError("echo path: confirm_ms must lie in first_ms..window_ms")
         if self.window_ms < 50 or self.max_delay_ms < 0 or self.memory_s <= 0 or self.every_frames < 1:
             raise AudioError("echo path: window_ms >= 50, max_delay_ms >= 0, memory_s > 0, every_frames >= 1")
         if not 0 < self.threshold <= self.sure < 1:
@@ -82,21 +86,26 @@ class EchoPathDetector:
 
     A correlation over `sure` is an echo, measured from `first_ms` after the playback (re)started
     (the canceller's output is then used from the reply's first moments, as the echo gate that
-    follows it expects). One between the threshold and `sure` is an echo only when measured over a
-    window heard in full, and when a window that does not overlap it passed the threshold at the
-    same delay (within `LAG_TOLERANCE`). A user speaking just as a reply starts correlates with
-    it by chance (0.35-0.55, measured with a real voice and with espeak-ng over espeak-ng) at a
-    delay that holds only while the windows share their audio, and the canceller would then
-    garble their words; a real path keeps its delay, and its echo alone correlates at 0.85-0.95.
+    follows it expects). One between the threshold and `sure`, over at least `confirm_ms` of
+    audio, is an echo when an earlier window that shares none of its audio passed the threshold at
+    the same delay (within `LAG_TOLERANCE`). A user speaking just as a reply starts correlates
+    with it by chance (0.35-0.55, measured with a real voice and with espeak-ng over espeak-ng)
+    at a delay that holds only while the windows share their audio, and the canceller would then
+    garble their words. A real path keeps its delay, give or take the few milliseconds by which
+    the playback's clock settles in its first second; its echo alone correlates at 0.45-0.95
+    (0.45-0.65 through an ALSA loop, whose resampling blurs the finest detail).
+    The earlier an echo is found the better: the gates that follow measure the echo the canceller
+    leaves, and a late switch to its output leaves them expecting the louder echo for a while.
     """
 
-    LAG_TOLERANCE = 32  # samples (2 ms)
+    LAG_TOLERANCE = 128  # samples (8 ms)
 
     def __init__(self, config: EchoPathConfig = EchoPathConfig()):
         self.config = c = config
         self._win = c.window_ms * SAMPLE_RATE // 1000
         self._lag = c.max_delay_ms * SAMPLE_RATE // 1000
         self._min_heard = c.first_ms * SAMPLE_RATE // 1000
+        self._min_confirm = c.confirm_ms * SAMPLE_RATE // 1000
         self.correlation = 0.0
         self.found_t: float | None = None   # time an echo was last measured
         self._restart()
@@ -107,7 +116,8 @@ class EchoPathDetector:
         self._heard = 0         # samples pushed since the playback (re)started
         self._frames = 0
         self._last_t: float | None = None
-        self._passed: list[tuple[float, int]] = []   # (time, delay) of windows over the threshold
+        # (time, end of its audio in samples heard, delay) of windows over the threshold
+        self._passed: list[tuple[float, int, int]] = []
 
     def push(self, mic: np.ndarray, ref: np.ndarray, t: float) -> bool:
         """Adds one frame each of microphone and (time-aligned) reference; True while an echo path
@@ -124,11 +134,13 @@ class EchoPathDetector:
             self.correlation, lag = self._measure()
             if self.correlation >= self.config.sure:
                 self.found_t = t
-            elif self.correlation >= self.config.threshold and self._heard >= self._win:
-                apart = self.config.window_ms / 1000 - 1e-6
-                if any(t - when >= apart and abs(lag - delay) <= self.LAG_TOLERANCE for when, delay in self._passed):
+            elif self.correlation >= self.config.threshold and self._heard >= self._min_confirm:
+                start = self._heard - min(self._heard, self._win)
+                if any(end <= start and abs(lag - delay) <= self.LAG_TOLERANCE
+                       for _, end, delay in self._passed):
                     self.found_t = t
-                self._passed = [p for p in self._passed if t - p[0] <= self.config.memory_s] + [(t, lag)]
+                self._passed = [p for p in self._passed if t - p[0] <= self.config.memory_s]
+                self._passed.append((t, self._heard, lag))
         return self.found_t is not None and t - self.found_t <= self.config.memory_s
 
     def _measure(self) -> tuple[float, int]:
@@ -280,6 +292,10 @@ class EchoGate:
         self._since_estimate = 0
         self.echo_gain = 10 ** (c.initial_echo_gain_db / 10)   # power ratio
         self.last_expected_db = -120.0
+
+    def forget_echo(self) -> None:
+        """Measure the echo gain afresh (the signal changed); the last estimate holds until then."""
+        self._ratios.clear()
 
     def _reference_frames(self, t: float) -> np.ndarray:
         """Reference frames from t - (max_lag + tail) frames to t + 1 frame, one per row."""

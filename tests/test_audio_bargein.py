@@ -165,3 +165,33 @@ def test_disarmed_detector_is_silent_and_quiet_playback_needs_no_gate(voices):
     assert len(events) == 1 and events[0].turn_id == 3                # nothing played: any voice
     with pytest.raises(ValueError):
         BargeInConfig(min_voiced_ratio=0)
+
+
+@pytest.mark.parametrize("forget", [True, False])
+def test_a_canceller_taking_over_late_does_not_hold_the_user_back(voices, forget, monkeypatch):
+    """The canceller's output is used once it finds the echo path, which can be a second into a
+    reply: the gate after it then measured the raw echo, and must measure the cleaned audio
+    afresh, or a user a little quieter than the reply stays under its margin for seconds."""
+    if not forget:   # the same detector with the rule off: the case must show the difference
+        monkeypatch.setattr("foresay.audio.echo.EchoGate.forget_echo", lambda self: None)
+    played, echo_only, _ = mixed(voices, user_at=None, echo_db=-10)
+    _, mic, onset = mixed((voices[0], voices[1] * 0.5), user_at=2.5, echo_db=-10)   # 6 dB under the reply
+    switch = int(1.5 * SAMPLE_RATE)
+    cleaned = mic.copy()
+    cleaned[switch:] -= echo_only[switch:]   # an ideal canceller from 1.5 s on
+    cleaned[switch:] += np.random.default_rng(1).normal(0, 1e-3, len(mic) - switch).astype(np.float32)
+    reference = PlaybackReference()
+    detector = BargeInDetector(reference)
+    detector.arm(turn_id=7)
+    ahead = int(0.06 * SAMPLE_RATE)
+    reference.write(played[:ahead], T0)
+    events = []
+    for i in range(0, len(mic) - 320 + 1, 320):
+        reference.write(played[i + ahead:i + ahead + 320], T0 + (i + ahead) / SAMPLE_RATE)
+        t = T0 + i / SAMPLE_RATE
+        events += detector.process(AudioBlock(cleaned[i:i + 320], t), AudioBlock(mic[i:i + 320], t))
+    if forget:
+        [event] = events
+        assert event.t - T0 - onset <= 0.4
+    else:
+        assert not events or events[0].t - T0 - onset > 0.4
