@@ -194,8 +194,7 @@ class PredGenTurn:
         logits = self.cache.append(ids[start:])
         rows = logits[first_draft_row - start:]
         if prompt.end_of_message is not None:
-            row = logits[prompt.end_of_message - 1 - start]
-            self.state.p_end_of_turn = torch.softmax(row, -1)[prompt.ids[prompt.end_of_message]].item()
+            self._read_p_end_of_turn(prompt, logits[prompt.end_of_message - 1 - start])
         sentence, n_sentence = self._first_sentence(draft, final=self.complete) if draft else (None, None)
         kept = self.verifier.accept(VerifyInput(
             draft, rows, prompt.user_text, sentence.text if sentence else None, n_sentence))
@@ -238,15 +237,25 @@ class PredGenTurn:
 
     def adopt_draft(self, partial_text: str, draft_ids: list[int]) -> None:
         """Take a draft made elsewhere (another engine, an earlier turn) as the draft for
-        `partial_text`, computing its cache in one pass; later calls verify it as usual."""
+        `partial_text`, computing its cache in one pass; later calls verify it as usual. The pass
+        also reads P(end of turn) for `partial_text`: an update with the same text runs no pass,
+        and a resumed turn that adds no words still needs the estimate to end."""
         if not draft_ids:
             raise ForesayError("adopt_draft needs at least one token")
         prompt = self.conv.prompt(partial_text)
         ids = list(prompt.ids) + list(draft_ids[:-1])
-        self.cache.crop(self.cache.sync_start(ids))
-        if len(self.cache) < len(ids):
-            self.cache.append(ids[len(self.cache):], keep_logits=1)
+        need_from = len(ids) if prompt.end_of_message is None else prompt.end_of_message - 1
+        start = min(self.cache.sync_start(ids), need_from)
+        self.cache.crop(start)
+        if start < len(ids):
+            logits = self.cache.append(ids[start:], keep_logits=max(1, len(ids) - need_from))
+            if prompt.end_of_message is not None:
+                self._read_p_end_of_turn(prompt, logits[0])
         self.state.prompt, self.state.tokens, self.state.pending = prompt, list(draft_ids[:-1]), draft_ids[-1]
+
+    def _read_p_end_of_turn(self, prompt: Prompt, row: torch.Tensor) -> None:
+        """P(end of turn): the probability, at the row before it, of the token closing the message."""
+        self.state.p_end_of_turn = torch.softmax(row, -1)[prompt.ids[prompt.end_of_message]].item()
 
     def update(self, partial_text: str, revision: int,
                should_stop: Callable[[], bool] | None = None) -> UpdateRecord:
