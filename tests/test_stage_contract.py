@@ -305,43 +305,6 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
     assert closed[0].reply_text == second and len(conv.messages) == 2
 
 
-def test_a_turn_resumed_without_new_words_still_gets_its_end_estimate(tiny_lm):
-    """A breath after the declared end reopens the turn and its pause is decoded to the same words:
-    the turn must still learn its P(end of turn) for them, or it waits out the no-estimate
-    silence before its reply starts again."""
-    from foresay.engine.events import DraftUpdated, TurnResumed
-    seen: list[Event] = []
-    bus = EventBus(observers=[seen.append])
-    stage = PredGenStage(Conversation(tiny_lm), bus.emit, PredGenConfig(max_new_tokens=8))
-    speaker = HeldSpeaker(bus.emit)
-    bus.connect(stage)
-    bus.connect(speaker)
-
-    def estimate(revision):
-        return next((e for e in seen if isinstance(e, DraftUpdated) and e.revision == revision), None)
-
-    async def until(predicate):
-        while not predicate():
-            await stage.settle()
-            await asyncio.sleep(0.01)
-
-    async def main():
-        bus.emit(SpeechStarted(1, 0.0))
-        bus.emit(PausedTranscript(1, 0.5, 1, "what is the capital of France", audio_until_t=0.5))
-        await until(lambda: estimate(1) is not None)
-        bus.emit(TurnEnded(1, 1.0))
-        bus.emit(FinalTranscript(1, 1.0, "what is the capital of France"))
-        await until(lambda: speaker.done)
-        bus.emit(TurnResumed(1, 1.2))
-        bus.emit(PausedTranscript(1, 1.5, 2, "what is the capital of France", audio_until_t=1.5))
-        await until(lambda: estimate(2) is not None)
-        stage.close()
-
-    asyncio.run(asyncio.wait_for(main(), 60))
-    assert estimate(2).audio_until_t == 1.5
-    assert abs(estimate(2).p_end_of_turn - estimate(1).p_end_of_turn) < 1e-4
-
-
 class QuietBargeIn:
     """A barge-in detector that hears the user from `onset` on but never interrupts."""
 
