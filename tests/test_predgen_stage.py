@@ -1,7 +1,7 @@
 import asyncio
 
 from foresay.engine.compute_gate import ComputeGate
-from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
+from foresay.engine.events import (DraftUpdated, FinalTranscript, FirstSentenceReady, Interrupt,
                                    PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted,
                                    SentenceReady, SpeechStarted, TurnClosed, TurnEnded)
 from foresay.engine.predgen.conversation import Conversation
@@ -142,21 +142,11 @@ def test_a_turn_resumed_without_new_words_still_gets_its_end_estimate(tiny_lm):
     the turn must still learn its P(end of turn) for them, or it waits out the no-estimate
     silence before its reply starts again."""
     from foresay.engine.events import TurnResumed
-    from test_stage_contract import HeldSpeaker
-    seen: list[Event] = []
-    bus = EventBus(observers=[seen.append])
-    stage = PredGenStage(Conversation(tiny_lm), bus.emit, PredGenConfig(max_new_tokens=8))
-    speaker = HeldSpeaker(bus.emit)
-    bus.connect(stage)
-    bus.connect(speaker)
+    from test_stage_contract import held_reply_rig
+    seen, bus, stage, speaker, until = held_reply_rig(Conversation(tiny_lm))
 
     def estimate(revision):
         return next((e for e in seen if isinstance(e, DraftUpdated) and e.revision == revision), None)
-
-    async def until(predicate):
-        while not predicate():
-            await stage.settle()
-            await asyncio.sleep(0.01)
 
     async def main():
         bus.emit(SpeechStarted(1, 0.0))

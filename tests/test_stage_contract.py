@@ -263,14 +263,11 @@ class HeldSpeaker(Stage):
         self.emit(ReplyHeard(turn_id, 0.0))
 
 
-def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm):
-    """The end of the turn was declared too early and the reply began; the user goes on: the
-    reply stops at once, nothing of it enters the history, and the turn is answered once with
-    all its words."""
-    from foresay.engine.events import Interrupt, TurnResumed
+def held_reply_rig(conv: Conversation):
+    """PredGen on a bus beside a `HeldSpeaker`: (the events seen, the bus, the stage, the speaker,
+    `until(predicate)`, which lets the stage work until the predicate holds)."""
     seen: list[Event] = []
     bus = EventBus(observers=[seen.append])
-    conv = Conversation(tiny_lm)
     stage = PredGenStage(conv, bus.emit, PredGenConfig(max_new_tokens=8))
     speaker = HeldSpeaker(bus.emit)
     bus.connect(stage)
@@ -280,6 +277,16 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
         while not predicate():
             await stage.settle()
             await asyncio.sleep(0.01)
+    return seen, bus, stage, speaker, until
+
+
+def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm):
+    """The end of the turn was declared too early and the reply began; the user goes on: the
+    reply stops at once, nothing of it enters the history, and the turn is answered once with
+    all its words."""
+    from foresay.engine.events import Interrupt, TurnResumed
+    conv = Conversation(tiny_lm)
+    seen, bus, stage, speaker, until = held_reply_rig(conv)
 
     async def main():
         bus.emit(SpeechStarted(1, 0.0))
