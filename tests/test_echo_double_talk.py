@@ -31,9 +31,14 @@ def _level(x):
     return (0.3 * x / np.abs(x).max()).astype(np.float32)
 
 
+def _reply():
+    """The reply, in the assistant's espeak-ng voice."""
+    return _level(speak(REPLY, VoiceSetting("en-us", 175, 50, 0.0), 0))
+
+
 def over_the_reply(question: str, leak_db: float | None):
     """(mic, what was played, where the question lies): the question starts 0.8 s into the reply."""
-    reply = _level(speak(REPLY, VoiceSetting("en-us", 175, 50, 0.0), 0))
+    reply = _reply()
     said = _level(speak(question, VoiceSetting("en+m2", 168, 52, 0.005), 1))
     at = int(0.8 * SAMPLE_RATE)
     n = max(len(reply), at + len(said) + 8000)
@@ -78,7 +83,7 @@ def test_a_user_going_on_as_the_reply_starts_passes_untouched_without_echo(at_s)
     """Speech that starts with the reply (a user going on with their request, over headphones)
     correlates with it by chance over the first, part-empty windows: that is no echo path, and
     the canceller must not touch it."""
-    reply = _level(speak(REPLY, VoiceSetting("en-us", 175, 50, 0.0), 0))
+    reply = _reply()
     said = _level(speak("Turn off the lights in the kitchen.", VoiceSetting("en+m2", 168, 52, 0.005), 1))
     at = int(at_s * SAMPLE_RATE)
     played = np.zeros(max(len(reply), at + len(said) + 8000), np.float32)
@@ -93,7 +98,7 @@ def test_a_user_going_on_as_the_reply_starts_passes_untouched_without_echo(at_s)
 def _echo_path_found(noise_db: float) -> tuple[float | None, float]:
     """(when an echo at -20 dB over white mic hiss at `noise_db` dBFS is found, in seconds into
     the reply; the best correlation measured)."""
-    reply = _level(speak(REPLY, VoiceSetting("en-us", 175, 50, 0.0), 0))
+    reply = _reply()
     hiss = np.random.default_rng(0).normal(0, 10 ** (noise_db / 20), len(reply)).astype(np.float32)
     mic = room(reply, 40, -20) + hiss
     detector = EchoPathDetector()
