@@ -1,7 +1,9 @@
 """Per-turn records from the events alone: latency metrics (DESIGN.md section 6) and history.
 
 `TurnLog` watches a turn's events go by, stamps them with the one monotonic clock, and when
-the turn closes emits `TurnMetrics` with the figures `foresay replay --metrics` writes. Turns
+the turn closes emits `TurnMetrics` with the figures `foresay replay --metrics` writes. A turn the
+user reopened counts from its last end, or from the end its reply answered if that reply was kept
+(`ReplyKept`: the voice after it brought no words). Turns
 that were never answered (empty, or unanswered: the user began a new request first) get no record.
 `HistoryWriter` enters each closed turn into the saved conversation, and starts a new one when
 the user asks (`NewConversation`).
@@ -9,11 +11,12 @@ the user asks (`NewConversation`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from foresay.engine.events import (Event, FinalTranscript, NewConversation, ReplyDone, ReplyHeard, ReplyStarted,
-                                   SentenceReady, StatusMessage, TurnClosed, TurnEnded, TurnMetrics, TurnResumed)
+                                   ReplyKept, SentenceReady, StatusMessage, TurnClosed, TurnEnded, TurnMetrics,
+                                   TurnResumed)
 from foresay.engine.stage import Stage
 
 METRIC_NAMES = ("turn", "user_text", "reply_text", "outcome", "endpoint_delay_ms", "asr_final_ms",
@@ -32,7 +35,20 @@ class _Times:
     resumed: int = 0    # times the user went on after the end was declared
     done: ReplyDone | None = None
     heard: ReplyHeard | None = None
-    values: dict = field(default_factory=dict)
+    earlier: "_Times | None" = None  # the end before the user reopened the turn
+
+
+def _kept(latest: _Times, ended_t: float) -> _Times:
+    """The times of the end at `ended_t`, whose reply played on through the later ones: what that
+    reply did since (its text done, its playback heard) is carried over."""
+    kept = latest
+    while kept is not None and abs(kept.ended_t - ended_t) > 1e-9:
+        kept = kept.earlier
+    if kept is None:
+        return latest
+    kept.done, kept.heard = kept.done or latest.done, kept.heard or latest.heard
+    kept.resumed, kept.earlier = latest.resumed, None
+    return kept
 
 
 def _ms(a: float | None, b: float | None) -> float | None:
@@ -40,8 +56,8 @@ def _ms(a: float | None, b: float | None) -> float | None:
 
 
 class TurnLog(Stage):
-    consumes = (TurnEnded, TurnResumed, FinalTranscript, SentenceReady, ReplyStarted, ReplyDone, ReplyHeard,
-                TurnClosed)
+    consumes = (TurnEnded, TurnResumed, ReplyKept, FinalTranscript, SentenceReady, ReplyStarted, ReplyDone,
+                ReplyHeard, TurnClosed)
     name = "turn log"
 
     def __init__(self, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic,
@@ -57,8 +73,9 @@ class TurnLog(Stage):
 
     def handle(self, event: Event) -> None:
         if isinstance(event, TurnEnded):  # a resumed turn ends again: its times start over
-            resumed = self._turns[event.turn_id].resumed if event.turn_id in self._turns else 0
-            self._turns[event.turn_id] = _Times(event.last_voiced_t, event.t, resumed=resumed)
+            earlier = self._turns.get(event.turn_id)
+            self._turns[event.turn_id] = _Times(event.last_voiced_t, event.t, earlier=earlier,
+                                                resumed=earlier.resumed if earlier else 0)
             return
         times = self._turns.get(event.turn_id)
         if times is None:
@@ -66,6 +83,8 @@ class TurnLog(Stage):
         now = self.clock()
         if isinstance(event, TurnResumed):
             times.resumed += 1
+        elif isinstance(event, ReplyKept):
+            self._turns[event.turn_id] = _kept(times, event.ended_t)
         elif isinstance(event, FinalTranscript) and times.final_at is None:
             times.final_at = now
         elif isinstance(event, SentenceReady) and event.index == 0:

@@ -59,6 +59,14 @@ class TurnResumed(Event):
 
 
 @dataclass(frozen=True)
+class ReplyKept(Event):
+    """The voice that reopened `turn_id` (`TurnResumed`) ended without a word beyond the request
+    answered: the reply, which was already playing, plays on, answering the end declared at
+    `ended_t`. (Had it brought words, the reply would have stopped: `Interrupt`.)"""
+    ended_t: float = 0.0
+
+
+@dataclass(frozen=True)
 class AudioTurnCue(Event):
     """An audio end-of-turn model's P(the speaker has finished) for turn `turn_id`, judged from
     its audio up to `audio_until_t` (capture time: the voice pause's `t`); `t` is that pause's,

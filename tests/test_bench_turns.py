@@ -39,6 +39,21 @@ def test_scoring_counts_cutoffs_resumed_turns_and_delays_from_the_truth(tmp_path
     assert report["endpoint_delay_ms"]["median"] == pytest.approx(300.0) and report["wer"] == 0
 
 
+def test_a_kept_reply_counts_from_the_end_it_answered(tmp_path):
+    """A breath 0.3 s after the request reopened the turn; the reply played on (`ReplyKept`): the
+    endpoint is the first end, not the one after the breath."""
+    truth = (TruthTurn(0.5, 2.0, "what is the capital of France"),)
+    obs = Observed(started={1: 0.52}, ends=[(1, 2.25, 2.0), (1, 3.1, 2.5)], resumed=[(1, 2.3)],
+                   finals=[(1, "what is the capital of France"), (1, "what is the capital of France")],
+                   metrics={1: {"asr_final_ms": 10.0, "voice_to_voice_ms": 300.0}}, kept={1: 2.25})
+    report = score([Recording(tmp_path / "x.wav", truth)], [obs])
+    assert report["endpoint_delay_ms"]["median"] == pytest.approx(250.0)
+    assert report["voice_to_voice_ms"]["median"] == pytest.approx(300.0)
+    assert report["premature_cutoffs"] == 0 and report["wer"] == 0
+    obs.kept.clear()  # the reply stopped at the breath: the turn counts from its last end
+    assert score([Recording(tmp_path / "x.wav", truth)], [obs])["endpoint_delay_ms"]["median"] == pytest.approx(1100.0)
+
+
 def test_truth_sets_are_checked(tmp_path):
     bad = tmp_path / "set.jsonl"
     bad.write_text('{"audio": "missing.wav", "turns": []}\n')

@@ -2,8 +2,7 @@ import asyncio
 
 from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.events import (DraftUpdated, FinalTranscript, FirstSentenceReady, Interrupt,
-                                   PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted,
-                                   SentenceReady, SpeechStarted, TurnClosed, TurnEnded)
+                                   PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady, TurnClosed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stage import PredGenStage, partial_prompt
 from foresay.engine.predgen.turn import PredGenConfig
@@ -135,31 +134,3 @@ def test_a_transcript_of_marks_alone_is_not_answered_and_stops_no_reply(tiny_lm)
     [closed] = [e for e in events if isinstance(e, TurnClosed)]
     assert (closed.turn_id, closed.outcome) == (2, "empty")
     assert [(e.turn_id, e.outcome) for e in events if isinstance(e, ReplyDone)][-1] == (2, "empty")
-
-
-def test_a_turn_resumed_without_new_words_still_gets_its_end_estimate(tiny_lm):
-    """A breath after the declared end reopens the turn and its pause is decoded to the same words:
-    the turn must still learn its P(end of turn) for them, or it waits out the no-estimate
-    silence before its reply starts again."""
-    from foresay.engine.events import TurnResumed
-    from test_stage_contract import held_reply_rig
-    seen, bus, stage, speaker, until = held_reply_rig(Conversation(tiny_lm))
-
-    def estimate(revision):
-        return next((e for e in seen if isinstance(e, DraftUpdated) and e.revision == revision), None)
-
-    async def main():
-        bus.emit(SpeechStarted(1, 0.0))
-        bus.emit(PausedTranscript(1, 0.5, 1, "what is the capital of France", audio_until_t=0.5))
-        await until(lambda: estimate(1) is not None)
-        bus.emit(TurnEnded(1, 1.0))
-        bus.emit(FinalTranscript(1, 1.0, "what is the capital of France"))
-        await until(lambda: speaker.done)
-        bus.emit(TurnResumed(1, 1.2))
-        bus.emit(PausedTranscript(1, 1.5, 2, "what is the capital of France", audio_until_t=1.5))
-        await until(lambda: estimate(2) is not None)
-        stage.close()
-
-    asyncio.run(asyncio.wait_for(main(), 60))
-    assert estimate(2).audio_until_t == 1.5
-    assert abs(estimate(2).p_end_of_turn - estimate(1).p_end_of_turn) < 1e-4

@@ -13,9 +13,8 @@ from foresay.audio.endpoint import Endpointer, EndpointerConfig
 from foresay.audio.hangover import FixedHangover
 from foresay.audio.listener import Listener
 from foresay.audio.vad import WebRtcVad
-from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript,
-                                   ReplyDone, ReplyHeard, ReplyStarted, SpeechStarted, TurnClosed,
-                                   TurnEnded, UserAudio)
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, ReplyDone, ReplyHeard,
+                                   SpeechStarted, TurnClosed, TurnEnded, UserAudio)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stage import PredGenStage
 from foresay.engine.predgen.turn import PredGenConfig
@@ -244,72 +243,6 @@ def test_runtime_code_does_not_import_training_code():
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-
-
-class HeldSpeaker(Stage):
-    """Starts playing each reply and finishes it only when told to."""
-    consumes = (ReplyDone,)
-
-    def __init__(self, emit):
-        super().__init__(emit)
-        self.done = []
-
-    def handle(self, event):
-        if event.outcome not in ("empty", "failed"):
-            self.emit(ReplyStarted(event.turn_id, 0.0))
-            self.done.append(event)
-
-    def finish(self, turn_id):
-        self.emit(ReplyHeard(turn_id, 0.0))
-
-
-def held_reply_rig(conv: Conversation):
-    """PredGen on a bus beside a `HeldSpeaker`: (the events seen, the bus, the stage, the speaker,
-    `until(predicate)`, which lets the stage work until the predicate holds)."""
-    seen: list[Event] = []
-    bus = EventBus(observers=[seen.append])
-    stage = PredGenStage(conv, bus.emit, PredGenConfig(max_new_tokens=8))
-    speaker = HeldSpeaker(bus.emit)
-    bus.connect(stage)
-    bus.connect(speaker)
-
-    async def until(predicate):
-        while not predicate():
-            await stage.settle()
-            await asyncio.sleep(0.01)
-    return seen, bus, stage, speaker, until
-
-
-def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm):
-    """The end of the turn was declared too early and the reply began; the user goes on: the
-    reply stops at once, nothing of it enters the history, and the turn is answered once with
-    all its words."""
-    from foresay.engine.events import Interrupt, TurnResumed
-    conv = Conversation(tiny_lm)
-    seen, bus, stage, speaker, until = held_reply_rig(conv)
-
-    async def main():
-        bus.emit(SpeechStarted(1, 0.0))
-        bus.emit(PausedTranscript(1, 0.5, 1, "set a timer for", audio_until_t=0.5))
-        bus.emit(TurnEnded(1, 1.0))
-        bus.emit(FinalTranscript(1, 1.0, "set a timer for"))
-        await until(lambda: speaker.done)
-        bus.emit(TurnResumed(1, 1.2))
-        bus.emit(PartialTranscript(1, 1.5, 2, "set a timer for ten", "minutes"))
-        bus.emit(TurnEnded(1, 2.0))
-        bus.emit(FinalTranscript(1, 2.0, "set a timer for ten minutes"))
-        await until(lambda: len(speaker.done) == 2)
-        speaker.finish(1)
-        await until(lambda: any(isinstance(e, TurnClosed) for e in seen))
-        stage.close()
-
-    asyncio.run(main())
-    assert any(isinstance(e, Interrupt) and e.turn_id == 1 for e in seen)
-    closed = [e for e in seen if isinstance(e, TurnClosed)]
-    assert len(closed) == 1 and closed[0].user_text == "set a timer for ten minutes"
-    assert [m["content"] for m in conv.messages if m["role"] == "user"] == ["set a timer for ten minutes"]
-    second = speaker.done[1].text
-    assert closed[0].reply_text == second and len(conv.messages) == 2
 
 
 class QuietBargeIn:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from ui_support import qapp  # noqa: F401  (fixture)
 
-from foresay.engine.events import (AudioChunk, DraftUpdated, EndOfTurnEstimate, FinalTranscript, ReplyDone,
-                                   SentenceReady, SpeechStarted, TurnEnded, TurnMetrics, TurnResumed,
-                                   VoicePaused, VoiceResumed)
-from foresay.ui.conversation import USER_SPEAKING, ConversationModel
+from foresay.engine.events import (AudioChunk, DraftUpdated, EndOfTurnEstimate, FinalTranscript, Interrupt, ReplyDone,
+                                   ReplyHeard, ReplyKept, SentenceReady, SpeechStarted, TurnEnded, TurnMetrics,
+                                   TurnResumed, VoicePaused, VoiceResumed)
+from foresay.ui.conversation import LISTENING, SPEAKING, USER_SPEAKING, ConversationModel
 from foresay.ui.conversation_view import conversation_html
 from foresay.ui.latency import LatencyModel
 
@@ -66,6 +66,14 @@ def test_the_live_clock_runs_from_the_pause_and_never_past_the_reply():
     assert model.live_voice_to_voice()[1] is False
     model.apply(TurnMetrics(2, 23.0, values={"voice_to_voice_ms": 794.0}))
     assert model.live_voice_to_voice() == (794.0, False)
+    # a breath reopened turn 3 while its reply played, and the reply was kept: no new clock runs
+    model.apply(TurnEnded(3, 30.0, last_voiced_t=29.8))
+    model.apply(AudioChunk(3, 30.1))
+    model.apply(TurnResumed(3, 30.5, ended_t=30.0))
+    model.apply(TurnEnded(3, 31.2, last_voiced_t=30.7))
+    model.apply(ReplyKept(3, 31.21, ended_t=30.0))
+    now[0] = 32.0
+    assert model.live_voice_to_voice()[1] is False
 
 
 def test_the_draft_legend_speaks_words_and_nothing_before_an_estimate():
@@ -83,17 +91,39 @@ def test_the_draft_legend_speaks_words_and_nothing_before_an_estimate():
     assert "what you said sounds finished" in conversation_html(model)
 
 
-def test_a_resumed_turn_drops_its_early_reply_and_listens_again():
-    model = ConversationModel()
+def _answered_then_reopened(model: ConversationModel) -> None:
     model.apply(SpeechStarted(1, 1.0))
     model.apply(TurnEnded(1, 2.0, last_voiced_t=1.8))
     model.apply(FinalTranscript(1, 2.03, text="Set a timer for"))
     model.apply(SentenceReady(1, 2.05, index=0, text="Okay, a timer for 5 minutes starts now."))
+    model.apply(AudioChunk(1, 2.1))
     model.apply(TurnResumed(1, 2.3, ended_t=2.0))
+
+
+def test_a_resumed_turn_whose_reply_stops_drops_it_and_listens_again():
+    model = ConversationModel()
+    _answered_then_reopened(model)
     assert model.phase == USER_SPEAKING
-    assert [t.role for t in model.turns] == ["user"]
+    assert [t.role for t in model.turns] == ["user", "assistant"]  # held until the words decide
+    model.apply(Interrupt(1, 2.6))
+    assert [t.role for t in model.turns] == ["user"] and model.phase == USER_SPEAKING
     model.apply(FinalTranscript(1, 3.5, text="Set a timer for ten minutes."))
     assert [(t.role, t.text) for t in model.turns] == [("user", "Set a timer for ten minutes.")]
+
+
+def test_a_resumed_turn_whose_reply_is_kept_shows_it_after_the_request_until_it_is_heard():
+    model = ConversationModel()
+    _answered_then_reopened(model)
+    model.apply(TurnEnded(1, 2.8, last_voiced_t=2.5))
+    model.apply(FinalTranscript(1, 2.82, text="Set a timer for."))
+    model.apply(ReplyKept(1, 2.83, ended_t=2.0))
+    assert [(t.role, t.text) for t in model.turns] == [("user", "Set a timer for."),
+                                                       ("assistant", "Okay, a timer for 5 minutes starts now.")]
+    assert model.phase == SPEAKING
+    model.apply(ReplyHeard(1, 4.0))
+    assert model.phase == LISTENING
+    model.apply(Interrupt(1, 4.1))  # a later stop marks the reply, it does not withdraw it
+    assert [t.role for t in model.turns] == ["user", "assistant"] and model.turns[1].interrupted
 
 
 def test_the_meters_panel_shows_the_line(qapp):  # noqa: F811

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 
 from foresay.engine.events import (
     AssistantIntro, AudioChunk, DraftUpdated, EndOfTurnEstimate, Event, FinalTranscript, FirstSentenceReady,
-    Interrupt, PartialTranscript, ReplyDone, ReplyHeard, SentenceReady, SpeechStarted, TurnEnded, TurnResumed,
+    Interrupt, PartialTranscript, ReplyDone, ReplyHeard, ReplyKept, SentenceReady, SpeechStarted, TurnEnded,
+    TurnResumed,
 )
 from foresay.engine.sequences import words
 
@@ -81,6 +82,8 @@ class ConversationModel:
     version: int = 0
     final_turn: int = -1  # the latest turn whose final transcript arrived: its partials are stale
     intro: AssistantIntro = field(default_factory=lambda: AssistantIntro(0, 0.0))  # the loaded chat model's
+    reopened: int = -1    # a turn the user went on with after its end: its reply may yet be withdrawn
+    played_out: int = -1  # the latest turn whose reply finished playing
 
     def apply(self, event: Event) -> bool:
         """Updates the model from one event; returns whether anything changed."""
@@ -144,14 +147,22 @@ class ConversationModel:
         return True
 
     def _on_turn_resumed(self, e: TurnResumed) -> bool:
-        """The user went on after an early end: the same turn continues; its reply (if one began)
-        is gone, and its partials count again."""
+        """The user went on after an end: the same turn continues and its partials count again.
+        Its reply stays until it is stopped (`Interrupt`: the user said more) or kept."""
         if not self._enter_turn(e.turn_id):
             return False
-        self.turns = [t for t in self.turns if not (t.role == "assistant" and t.turn_id == e.turn_id)]
+        self.reopened = e.turn_id
         if self.final_turn == e.turn_id:
             self.final_turn = -1
         self.phase = USER_SPEAKING
+        return True
+
+    def _on_reply_kept(self, e: ReplyKept) -> bool:
+        if e.turn_id != self.reopened:
+            return False
+        self.reopened = -1
+        if e.turn_id == self.current_turn:
+            self.phase = LISTENING if self.played_out == e.turn_id else SPEAKING
         return True
 
     def _on_first_sentence(self, e: FirstSentenceReady) -> bool:
@@ -171,9 +182,14 @@ class ConversationModel:
     def _on_final(self, e: FinalTranscript) -> bool:
         if not self._enter_turn(e.turn_id):
             return False
-        self.turns = [t for t in self.turns if not (t.role == "user" and t.turn_id == e.turn_id)]
-        if words(e.text):  # no words (a breath, room noise): no line in the chat
-            self.turns.append(ChatTurn("user", e.turn_id, e.text))
+        line = ChatTurn("user", e.turn_id, e.text)
+        mine = next((i for i, t in enumerate(self.turns) if t.role == "user" and t.turn_id == e.turn_id), None)
+        if mine is not None and words(e.text):  # heard again, after its reply's line
+            self.turns[mine] = line
+        elif mine is not None:
+            del self.turns[mine]
+        elif words(e.text):  # no words (a breath, room noise): no line in the chat
+            self.turns.append(line)
         self.partial = Partial(e.turn_id, self.partial.revision)
         self.final_turn = e.turn_id
         self.phase = THINKING
@@ -222,13 +238,20 @@ class ConversationModel:
     def _on_reply_heard(self, e: ReplyHeard) -> bool:
         """Playback ended. The reply's text is often complete (ReplyDone) before its audio has
         played, so only this ends "speaking"."""
+        self.played_out = max(self.played_out, e.turn_id)
         if e.turn_id != self.current_turn or self.phase != SPEAKING:
             return False
         self.phase = LISTENING
         return True
 
     def _on_interrupt(self, e: Interrupt) -> bool:
-        """Marks the reply that was talked over: the one of `turn_id`, else the latest one."""
+        """Marks the reply that was talked over: the one of `turn_id`, else the latest one. A
+        reopened turn's reply is withdrawn instead: the turn will be answered again, whole."""
+        if e.turn_id == self.reopened:
+            self.reopened = -1
+            self.turns = [t for t in self.turns if not (t.role == "assistant" and t.turn_id == e.turn_id)]
+            self.phase = USER_SPEAKING
+            return True
         i = self._assistant_index(e.turn_id)
         if i is None:
             i = next((j for j in range(len(self.turns) - 1, -1, -1) if self.turns[j].role == "assistant"), None)
@@ -252,6 +275,7 @@ class ConversationModel:
         FirstSentenceReady: _on_first_sentence,
         TurnEnded: _on_turn_ended,
         TurnResumed: _on_turn_resumed,
+        ReplyKept: _on_reply_kept,
         EndOfTurnEstimate: _on_estimate,
         FinalTranscript: _on_final,
         SentenceReady: _on_sentence,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (AudioChunk, Event, Interrupt, ReplyDone, SpeechStarted, TurnEnded, TurnMetrics,
-                                   TurnResumed, VoicePaused, VoiceResumed)
+from foresay.engine.events import (AudioChunk, Event, Interrupt, ReplyDone, ReplyKept, SpeechStarted, TurnEnded,
+                                   TurnMetrics, TurnResumed, VoicePaused, VoiceResumed)
 
 from .turn_end import TurnEndModel
 
@@ -124,7 +124,7 @@ class LatencyModel:
         elif isinstance(event, AudioChunk) and event.turn_id == self._pending_turn and self._pending_from is not None:
             self._live_ms = max(event.t - self._pending_from, 0.0) * 1000
             self._pending_from = None
-        elif isinstance(event, (ReplyDone, Interrupt)) and event.turn_id == self._pending_turn \
+        elif isinstance(event, (ReplyDone, Interrupt, ReplyKept)) and event.turn_id == self._pending_turn \
                 and self._pending_from is not None:
             self._pending_from = None   # no chunk reached us: the figure comes with the metrics
         elif isinstance(event, SpeechStarted) and event.turn_id > self._pending_turn:

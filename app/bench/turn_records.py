@@ -27,3 +27,4 @@ class Observed:
     finals: list[tuple[int, str]] = field(default_factory=list)
     metrics: dict[int, dict] = field(default_factory=dict)
     outcomes: dict[int, str] = field(default_factory=dict)   # TurnClosed.outcome per turn
+    kept: dict[int, float] = field(default_factory=dict)  # turn -> the end its reply answered, resumed or not

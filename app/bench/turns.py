@@ -14,7 +14,8 @@ audio overlaps most.
 - unanswered: turns closed without a reply because the user began a new request first.
 - heard nothing: turns the endpointer opened whose transcript held no words (room noise, a
   breath): closed without a reply, and with no words to score.
-- endpoint delay: the turn's last declared end minus the truth `end_s`.
+- endpoint delay: the turn's last declared end minus the truth `end_s`; where the voice that
+  reopened a turn brought no words and the reply played on (`ReplyKept`), the end it answered.
 - voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
   measured from the last voiced frame; the difference is added back).
 - ASR final: the pipeline's own figure (end declared to final transcript).
@@ -41,8 +42,8 @@ from foresay.app.commands import replay
 from foresay.app.bench.turn_records import Observed, Recording, TruthTurn
 from foresay.app.config import Settings
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (AudioTurnCue, Event, FinalTranscript, SpeechStarted, TurnClosed, TurnEnded,
-                                   TurnMetrics, TurnResumed)
+from foresay.engine.events import (AudioTurnCue, Event, FinalTranscript, ReplyKept, SpeechStarted, TurnClosed,
+                                   TurnEnded, TurnMetrics, TurnResumed)
 
 
 def read_set(path: Path) -> list[Recording]:
@@ -83,7 +84,8 @@ class Collector:
         self.cues: list[tuple[float, float]] = []  # Smart Turn: (its call, its answer after the pause), ms
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, (SpeechStarted, TurnEnded, TurnResumed, FinalTranscript, TurnMetrics, TurnClosed)):
+        if isinstance(event, (SpeechStarted, TurnEnded, TurnResumed, ReplyKept, FinalTranscript, TurnMetrics,
+                              TurnClosed)):
             self.seen.append(event)
         elif isinstance(event, AudioTurnCue):  # paced, capture times run with the clock
             self.cues.append((event.took_ms, 1000 * (time.monotonic() - event.t)))
@@ -99,6 +101,8 @@ class Collector:
                 out.ends.append((e.turn_id, e.t - t0, e.last_voiced_t - t0))
             elif isinstance(e, TurnResumed):
                 out.resumed.append((e.turn_id, e.t - t0))
+            elif isinstance(e, ReplyKept):
+                out.kept[e.turn_id] = e.ended_t - t0
             elif isinstance(e, FinalTranscript):
                 out.finals.append((e.turn_id, e.text))
             elif isinstance(e, TurnMetrics):
@@ -129,9 +133,12 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
     totals = {"premature": 0, "recovered": 0, "resumed": 0, "found": 0, "merged": 0, "cut": 0, "edits": 0, "words": 0}
     delays, finals_ms, v2v, details = [], [], [], []
     for rec, obs in zip(recordings, observed):
-        last_end = {}
+        last_end = {}   # the end each found turn's reply answered: its last, or the one kept
         for turn_id, t, last_voiced in obs.ends:
             last_end[turn_id] = (t, last_voiced)
+        for turn_id, t, last_voiced in obs.ends:
+            if abs(t - obs.kept.get(turn_id, -1.0)) < 1e-6:
+                last_end[turn_id] = (t, last_voiced)
         totals["found"] += len(last_end)
         totals["resumed"] += len(obs.resumed)
         owner = {}   # found turn -> index of its truth turn

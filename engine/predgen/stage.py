@@ -9,8 +9,11 @@ no model is touched on the event loop. Speculation yields to urgent work on the 
 gate (an ASR decode): it stops extending its draft, and the next partial resumes it.
 
 Two requests are two turns, and nothing the user said is dropped. Whether new voice goes on
-with a turn (`TurnResumed`: the reply stops, the same turn speculates again) or starts a new one
-(`SpeechStarted`) is the turn-taking machine's decision, not this stage's. A new turn closes the
+with a turn (`TurnResumed`: the same turn speculates again) or starts a new one (`SpeechStarted`)
+is the turn-taking machine's decision, not this stage's. A reply the user has not heard yet stops
+at the resume. One already playing is held: a breath or a laugh after a request must not cut its
+answer off. It stops (`Interrupt`) once a transcript of the turn says more than the request
+answered, and plays on (`ReplyKept`) when the turn ends again without that. A new turn closes the
 earlier one: its reply is interrupted if the user has not heard any of it yet (the request and
 the reply as far as heard enter the history), and a request whose final transcript comes only
 after the next turn began is not answered; its words enter the history (outcome "unanswered").
@@ -26,7 +29,8 @@ from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
                                    NewConversation, PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard,
-                                   ReplyStarted, SentenceReady, SpeechStarted, StatusMessage, TurnClosed, TurnResumed)
+                                   ReplyKept, ReplyStarted, SentenceReady, SpeechStarted, StatusMessage, TurnClosed,
+                                   TurnResumed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
 from foresay.engine.predgen.verifiers import Verifier
@@ -43,6 +47,13 @@ def partial_prompt(event: PartialTranscript | PausedTranscript) -> str:
         return " ".join(event.text.split())
     tentative = event.tentative.split()
     return " ".join(event.committed.split() + tentative[:-1])
+
+
+def says_more(transcript: str, answered: str) -> bool:
+    """Whether a transcript of a resumed turn holds words the answered request did not: anything
+    but the request's own words, from the first, or fewer of them."""
+    heard, request = words(transcript), words(answered)
+    return heard != request[:len(heard)]
 
 
 CLOSE_WAIT_STEPS = 200  # of 10 ms: how long a new answer waits for an earlier reply's playback to stop
@@ -80,6 +91,8 @@ class PredGenStage(Stage):
         self._latest_turn = 0                 # newest turn the user started
         self._restart: int | None = None      # a resumed turn: its state is rebuilt before use
         self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
+        self._held: TurnResumed | None = None  # a resumed turn whose playing reply waits on its words
+        self._held_heard: ReplyHeard | None = None  # its playback's end, closed once the hold resolves
 
     # --- the stage contract ------------------------------------------------------------------
 
@@ -90,16 +103,26 @@ class PredGenStage(Stage):
                     and self._reply_turn not in self._heard_from:
                 self.emit(Interrupt(self._reply_turn, event.t))  # a new request: the unheard reply stops
         elif isinstance(event, (PartialTranscript, PausedTranscript)):
+            if self._is_held(event.turn_id) and says_more(partial_prompt(event), self._reply_text):
+                self._stop_held(event.t)
             self._on_partial(event)
         elif isinstance(event, FinalTranscript):
+            if self._is_held(event.turn_id):
+                if not says_more(event.text, self._reply_text):
+                    self._keep_held()
+                    return
+                self._stop_held(event.t)
             self.spawn(self._answer(event))
         elif isinstance(event, ReplyStarted):
             self._heard_from.add(event.turn_id)
         elif isinstance(event, ReplyHeard):
-            if event.turn_id == self._reply_turn:
-                self._start_closing(event.turn_id, event.heard_chars if event.interrupted else None,
-                                    event.interrupted)
+            if self._is_held(event.turn_id):
+                self._held_heard = event
+            elif event.turn_id == self._reply_turn:
+                self._on_heard(event)
         elif isinstance(event, Interrupt):
+            if self._is_held(event.turn_id):  # the user stopped it, or talked over it: as if the turn said more
+                self._stop_held(event.t, announce=False)
             self._interrupt(event.turn_id)
         elif isinstance(event, TurnResumed):
             self._resume(event)
@@ -142,7 +165,7 @@ class PredGenStage(Stage):
         while self._newest is not None:
             event, self._newest = self._newest, None
             text = partial_prompt(event)
-            if not text or event.turn_id == self._reply_turn:
+            if not text or event.turn_id == self._reply_turn and not self._is_held(event.turn_id):
                 continue
             should_stop = self.gate.should_yield if self.gate is not None else None
 
@@ -201,6 +224,8 @@ class PredGenStage(Stage):
         interrupt) stops now, and its turn closes as far as heard."""
         earlier = self._reply_turn
         if earlier is not None and earlier < turn_id:
+            if self._is_held(earlier):  # its turn never ended again: its words stand as answered
+                self._keep_held()
             self.emit(Interrupt(earlier, self.clock()))
             for _ in range(CLOSE_WAIT_STEPS):  # the speaker answers with ReplyHeard
                 if self._reply_turn != earlier:
@@ -243,16 +268,45 @@ class PredGenStage(Stage):
         return record
 
     def _resume(self, event: TurnResumed) -> None:
-        """The user went on speaking: the reply stops unheard-of (nothing enters the history),
-        and the turn speculates again from where its draft was."""
+        """The user went on speaking: the turn speculates again from where its draft was. A reply
+        not yet heard stops (nothing enters the history); one already playing is held until the
+        turn's words say whether the user went on with the request."""
         self._restart = event.turn_id
-        if self._reply_turn != event.turn_id:
+        if self._reply_turn != event.turn_id or self._is_held(event.turn_id):
             return
+        if event.turn_id in self._heard_from:
+            self._held = event
+            return
+        self._stop_reply(event.turn_id, event.t)
+
+    def _is_held(self, turn_id: int) -> bool:
+        return self._held is not None and self._held.turn_id == turn_id
+
+    def _stop_held(self, t: float, announce: bool = True) -> None:
+        """The resumed turn said more than its request: the held reply stops and is not kept;
+        the turn is answered again, with all its words, when it ends."""
+        turn_id, self._held, self._held_heard = self._held.turn_id, None, None
+        self._stop_reply(turn_id, t, announce)
+
+    def _keep_held(self) -> None:
+        """The resumed turn ended with no new words: its reply answered it, and plays on."""
+        held, heard = self._held, self._held_heard
+        self._held = self._held_heard = None
+        self.emit(ReplyKept(held.turn_id, self.clock(), held.ended_t))
+        if heard is not None:
+            self._on_heard(heard)
+
+    def _stop_reply(self, turn_id: int, t: float, announce: bool = True) -> None:
+        """The reply to a turn that goes on stops unheard-of: nothing of it enters the history."""
         self._reply_turn = None
         if self._reply is not None and not self._reply.done():
             self._reply.cancel()
-        self._heard_from.discard(event.turn_id)
-        self.emit(Interrupt(event.turn_id, event.t))
+        self._heard_from.discard(turn_id)
+        if announce:
+            self.emit(Interrupt(turn_id, t))
+
+    def _on_heard(self, event: ReplyHeard) -> None:
+        self._start_closing(event.turn_id, event.heard_chars if event.interrupted else None, event.interrupted)
 
     def _interrupt(self, turn_id: int) -> None:
         if turn_id != self._reply_turn:
