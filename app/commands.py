@@ -74,7 +74,7 @@ async def replay(settings: Settings, audio: Path, out: Path | None, observers=()
     FileSource before it plays (its `t0` maps event times back onto the recording)."""
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
 
     if not audio.exists():
         raise ForesayError(f"recording {audio} does not exist")

@@ -36,7 +36,8 @@ from .hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover, H
 from .smart_turn import SmartTurnConfig, SmartTurnModel
 from .smart_turn_stage import SmartTurnStage
 from .turn_end import TurnEndConfig, TurnEndDecision, TurnEndView
-from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan, WavSink
+from .playback import DeviceSink, PlaybackConfig, PlaybackTicket, PlayedSpan
+from .wav_sink import WavSink
 from .reference import PlaybackReference
 from .vad import LevelledVad, SileroVad, Vad, VadConfig, WebRtcVad, make_vad
 

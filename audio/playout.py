@@ -64,6 +64,7 @@ class _Playout:
         self.buffered = 0
         self.playing = False
         self.ended = False              # end_reply() was called for the current reply
+        self.paused = False             # the reply waits, silent, where it stopped (pause())
         self.underruns = 0
         self.n_total = 0                # samples the output has taken since it (re)started
         self.last_n: int | None = None  # output sample index just after the reply's last
@@ -86,7 +87,7 @@ class _Playout:
         with self.lock:
             if not self.playing and self._ready():
                 self.playing = True
-            if self.playing:
+            if self.playing and not self.paused:
                 while k < n and self.queue:
                     c = self.queue[0]
                     m = min(n - k, len(c.samples) - c.pos)
@@ -109,11 +110,11 @@ class _Playout:
 
     def has_playable(self) -> bool:
         with self.lock:
-            return bool(self.buffered) and (self.playing or self._ready())
+            return bool(self.buffered) and not self.paused and (self.playing or self._ready())
 
     def _ready(self) -> bool:
         """Enough queued to start (or restart after an underrun); call with the lock held."""
-        return bool(self.buffered) and (self.ended or self.buffered >= self.prebuffer)
+        return bool(self.buffered) and not self.paused and (self.ended or self.buffered >= self.prebuffer)
 
     def idle(self) -> bool:
         with self.lock:
@@ -130,6 +131,7 @@ class _Playout:
             self.buffered = 0
             self.playing = False
             self.ended = False
+            self.paused = False
         return reply, dropped, last_n
 
 

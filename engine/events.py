@@ -61,8 +61,9 @@ class TurnResumed(Event):
 @dataclass(frozen=True)
 class ReplyKept(Event):
     """The voice that reopened `turn_id` (`TurnResumed`) ended without a word beyond the request
-    answered: the reply, which was already playing, plays on, answering the end declared at
-    `ended_t`. (Had it brought words, the reply would have stopped: `Interrupt`.)"""
+    answered: the reply, which was already playing and paused at the resume, plays on from there,
+    answering the end declared at `ended_t`. (Had it brought words, it would have stopped:
+    `Interrupt`.)"""
     ended_t: float = 0.0
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from foresay.audio.files import read_audio_file
-from foresay.audio.playback import PlaybackConfig, WavSink
+from foresay.audio.playback import PlaybackConfig
+from foresay.audio.wav_sink import WavSink
 from foresay.engine.events import AudioChunk
 
 TTS_RATE = 22050
@@ -149,3 +150,29 @@ def test_sink_writes_the_echo_reference(tmp_path):
     on, off = loud_extent(x, 16000)
     assert on == pytest.approx(0.1, abs=0.011) and off - on == pytest.approx(0.3, abs=0.011)
     assert ref.active(started + 0.3) and not ref.active(started + 2.0)
+
+
+def test_a_paused_reply_is_silent_then_plays_on_from_where_it_stopped(tmp_path):
+    """pause() silences the output within a block and drops nothing; resume() plays the rest; no
+    underrun is counted for the wait."""
+    async def run():
+        sink = WavSink(tmp_path / "out.wav", 16000, realtime=True, config=PlaybackConfig(prebuffer_ms=20))
+        async with sink:
+            ticket = await sink.enqueue(tone(1.0), TTS_RATE, span=(0, 10))
+            start = await ticket.started
+            await asyncio.sleep(0.3 - (time.monotonic() - start))
+            sink.pause()
+            await asyncio.sleep(0.5)
+            sink.resume()
+            played = await sink.drain()
+            return start, await ticket.finished, played, sink.underruns
+
+    start, end, played, underruns = asyncio.run(run())
+    assert end - start == pytest.approx(1.5, abs=0.03)   # 1 s of audio around a 0.5 s wait
+    assert played.complete and played.seconds == pytest.approx(1.0, abs=1e-3) and underruns == 0
+    x, info = read_audio_file(tmp_path / "out.wav")
+    win = info.sample_rate // 100
+    env = np.sqrt(np.mean(x[:len(x) // win * win, 0].reshape(-1, win) ** 2, axis=1)) > 0.05
+    loud = np.flatnonzero(env)
+    gaps = np.flatnonzero(np.diff(loud) > 1)
+    assert len(gaps) == 1 and (loud[gaps[0] + 1] - loud[gaps[0]]) / 100 == pytest.approx(0.5, abs=0.03)

@@ -72,7 +72,7 @@ def test_two_requests_are_two_turns_whatever_the_replies_latency(tmp_path):
     from foresay.app.assemble import build_pipeline
     from foresay.app.bench.demo import write_request
     from foresay.audio.files import FileSource, load_audio
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
     from foresay.engine.demo.speech import SAMPLE_RATE, write_wav
     from foresay.engine.events import FinalTranscript, SpeechStarted, TurnClosed, TurnResumed
 

@@ -54,7 +54,7 @@ def test_settings_dialog_choices_reach_the_settings(settings):  # noqa: F811
 def test_push_to_talk_in_the_window_drives_a_turn(tmp_path, qapp, qsettings, settings):  # noqa: F811
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
 
     audio = recording(tmp_path, ["What time is it in Tokyo?"], gap_s=2.5)
     window, bridge = make_window(qapp, qsettings)

@@ -79,7 +79,7 @@ def test_barge_in_keeps_only_the_heard_part_in_history(tmp_path, voiced):
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
 
     audio = recording(tmp_path, ["Tell me a long story about a dragon."], gap_s=4.0)
 
@@ -110,7 +110,7 @@ def test_push_to_talk_turn(tmp_path, voiced):
 
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
 
     audio = recording(tmp_path, ["Set a timer for ten minutes."], gap_s=2.5)
     ptt = replace(voiced, app=replace(voiced.app, mode="push-to-talk"))
@@ -179,7 +179,7 @@ def test_a_zonos_profile_without_zonos_speaks_with_espeak(tmp_path, settings):
 
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
     from foresay.engine.events import StatusMessage
 
     seen = []
@@ -202,7 +202,7 @@ def test_speaking_over_the_reply_interrupts_it_and_starts_the_next_turn(tmp_path
 
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
     from foresay.engine.events import Interrupt
 
     # The second request starts 6 s after the first ends: the first reply (48 tokens of the random
@@ -248,7 +248,7 @@ def test_all_model_work_runs_on_the_stages_worker_threads(tmp_path, settings, mo
 def test_speech_running_to_the_end_of_the_file_is_still_answered(tmp_path, settings):
     from foresay.app.assemble import build_pipeline
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
 
     audio = recording(tmp_path, ["Set a timer for ten minutes please."], gap_s=0.0)
 
@@ -267,7 +267,7 @@ def test_a_history_that_cannot_be_written_never_stops_the_conversation(tmp_path,
     from foresay.app.assemble import build_pipeline
     from foresay.app.history import HistoryStore
     from foresay.audio.files import FileSource
-    from foresay.audio.playback import WavSink
+    from foresay.audio.wav_sink import WavSink
     from foresay.engine.events import StatusMessage
 
     audio = recording(tmp_path, ["What is the weather in Paris today?", "And tomorrow?"])

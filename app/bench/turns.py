@@ -179,6 +179,7 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
         details.append({"audio": rec.audio.name, "truth_end_s": [t.end_s for t in rec.turns],
                         "ends": [(tid, round(t, 3), round(lv, 3)) for tid, t, lv in obs.ends],
                         "resumed": [(tid, round(t, 3)) for tid, t in obs.resumed],
+                        "kept": [(tid, round(t, 3)) for tid, t in obs.kept.items()],
                         "heard": [last_final[tid] for tid in sorted(last_final)]})
     return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
             "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],

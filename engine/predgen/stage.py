@@ -11,9 +11,10 @@ gate (an ASR decode): it stops extending its draft, and the next partial resumes
 Two requests are two turns, and nothing the user said is dropped. Whether new voice goes on
 with a turn (`TurnResumed`: the same turn speculates again) or starts a new one (`SpeechStarted`)
 is the turn-taking machine's decision, not this stage's. A reply the user has not heard yet stops
-at the resume. One already playing is held: a breath or a laugh after a request must not cut its
-answer off. It stops (`Interrupt`) once a transcript of the turn says more than the request
-answered, and plays on (`ReplyKept`) when the turn ends again without that. A new turn closes the
+at the resume. One already playing is held (the voice stage pauses its audio): a breath or a
+laugh after a request must not cost the answer. It stops (`Interrupt`) once a transcript of the
+turn says more than the request answered, and plays on from where it paused (`ReplyKept`) when
+the turn ends again without that. A new turn closes the
 earlier one: its reply is interrupted if the user has not heard any of it yet (the request and
 the reply as far as heard enter the history), and a request whose final transcript comes only
 after the next turn began is not answered; its words enter the history (outcome "unanswered").

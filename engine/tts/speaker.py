@@ -5,7 +5,9 @@ reply's first sentence is the same text, its audio plays at once. Each chunk han
 is also an `AudioChunk` event (the window shows the reply being spoken); the first one is
 `ReplyStarted`. When the reply ends (`ReplyDone`, after the last chunk played) or is stopped
 (`Interrupt`: what was not yet played is dropped), `ReplyHeard` says how much of its text the
-user heard.
+user heard. When the user's voice reopens the turn being answered (`TurnResumed`), the reply
+falls silent where it is, dropping nothing: it plays on from there if the turn ends with no new
+word (`ReplyKept`), and stops if the user went on with the request (`Interrupt`).
 
 The sink is any `foresay.audio.playback.PlaybackSink` (given, never imported here).
 """
@@ -18,7 +20,7 @@ from typing import Callable
 
 from foresay.engine.errors import ForesayError
 from foresay.engine.events import (AudioChunk, Event, FirstSentenceReady, Interrupt, ReplyDone, ReplyHeard,
-                                   ReplyStarted, SentenceReady, StatusMessage)
+                                   ReplyKept, ReplyStarted, SentenceReady, StatusMessage, TurnResumed)
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ class _Reply:
 
 
 class Speaker(Stage):
-    consumes = (FirstSentenceReady, SentenceReady, ReplyDone, Interrupt)
+    consumes = (FirstSentenceReady, SentenceReady, ReplyDone, Interrupt, TurnResumed, ReplyKept)
     name = "voice"
 
     def __init__(self, tts, sink, emit: Callable[[Event], None], clock: Callable[[], float] = time.monotonic):
@@ -69,6 +71,13 @@ class Speaker(Stage):
             self._discard(event.turn_id)
             if self._reply is not None and self._reply.turn_id == event.turn_id:
                 self._stop(interrupted=True, report=True)
+        elif isinstance(event, (TurnResumed, ReplyKept)):
+            if self._reply is None or self._reply.turn_id != event.turn_id:
+                return
+            if isinstance(event, TurnResumed):
+                self.sink.pause()
+            else:
+                self.sink.resume()
 
     async def start(self) -> None:
         await self.tts.warmup()
