@@ -1,6 +1,6 @@
 """A turn the user reopened after its end (`TurnResumed`): the reply already playing is held until
 the turn's words decide. New words stop it, and the turn is answered once, whole. A sound with no
-words (a breath, a laugh) lets it play on, and the turn closes once, with that reply."""
+words (a breath, a laugh) keeps it (`ReplyKept`), and the turn closes once, with that reply."""
 from __future__ import annotations
 
 import asyncio
@@ -48,11 +48,26 @@ def held_reply_rig(conv: Conversation):
     return seen, bus, stage, speaker, until
 
 
-def _answer_then_reopen(bus, text: str) -> None:
+async def _answer_then_reopen(rig, text: str, resumed_at: float) -> None:
+    """Turn 1 says `text`, ends at 1.0 s, its reply starts playing, and the user's voice reopens it."""
+    seen, bus, stage, speaker, until = rig
     bus.emit(SpeechStarted(1, 0.0))
     bus.emit(PausedTranscript(1, 0.5, 1, text, audio_until_t=0.5))
     bus.emit(TurnEnded(1, 1.0))
     bus.emit(FinalTranscript(1, 1.0, text))
+    await until(lambda: speaker.done)
+    bus.emit(TurnResumed(1, resumed_at, ended_t=1.0))
+
+
+async def _answered_again(rig, text: str) -> None:
+    """The reopened turn ends with `text`: its second reply is played to the end, the turn closes."""
+    seen, bus, stage, speaker, until = rig
+    bus.emit(TurnEnded(1, 2.0))
+    bus.emit(FinalTranscript(1, 2.0, text))
+    await until(lambda: len(speaker.done) == 2)
+    speaker.finish(1)
+    await until(lambda: any(isinstance(e, TurnClosed) for e in seen))
+    stage.close()
 
 
 def test_only_words_beyond_the_request_say_more():
@@ -68,23 +83,16 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
     reply stops once their words go beyond the request, nothing of it enters the history, and
     the turn is answered once with all its words."""
     conv = Conversation(tiny_lm)
-    seen, bus, stage, speaker, until = held_reply_rig(conv)
+    rig = seen, bus, stage, speaker, until = held_reply_rig(conv)
 
     async def main():
-        _answer_then_reopen(bus, "set a timer for")
-        await until(lambda: speaker.done)
-        bus.emit(TurnResumed(1, 1.2, ended_t=1.0))
+        await _answer_then_reopen(rig, "set a timer for", 1.2)
         bus.emit(PartialTranscript(1, 1.4, 2, "set a", "timer"))
         await stage.settle()
-        assert not any(isinstance(e, Interrupt) for e in seen)  # nothing new yet: the reply plays on
+        assert not any(isinstance(e, Interrupt) for e in seen)  # nothing new yet: the reply is held
         bus.emit(PartialTranscript(1, 1.5, 3, "set a timer for ten", "minutes"))
         assert any(isinstance(e, Interrupt) and e.turn_id == 1 for e in seen)
-        bus.emit(TurnEnded(1, 2.0))
-        bus.emit(FinalTranscript(1, 2.0, "set a timer for ten minutes"))
-        await until(lambda: len(speaker.done) == 2)
-        speaker.finish(1)
-        await until(lambda: any(isinstance(e, TurnClosed) for e in seen))
-        stage.close()
+        await _answered_again(rig, "set a timer for ten minutes")
 
     asyncio.run(asyncio.wait_for(main(), 60))
     closed = [e for e in seen if isinstance(e, TurnClosed)]
@@ -94,17 +102,15 @@ def test_an_early_endpoint_recovers_the_reply_stops_and_the_turn_goes_on(tiny_lm
     assert not any(isinstance(e, ReplyKept) for e in seen)
 
 
-def test_a_breath_after_the_request_leaves_the_reply_playing_and_the_turn_answered_once(tiny_lm):
+def test_a_breath_after_the_request_keeps_the_reply_and_the_turn_is_answered_once(tiny_lm):
     """A sound after the request reopens the turn while the reply plays; it ends with the same
-    words. The reply is neither stopped nor made again, its playback's end waits for the words,
-    and the turn closes once, with the reply as heard."""
+    words. The reply is kept (neither stopped nor made again), its playback's end waits for the
+    words, and the turn closes once, with the reply as heard."""
     conv = Conversation(tiny_lm)
-    seen, bus, stage, speaker, until = held_reply_rig(conv)
+    rig = seen, bus, stage, speaker, until = held_reply_rig(conv)
 
     async def main():
-        _answer_then_reopen(bus, "what is the capital of France")
-        await until(lambda: speaker.done)
-        bus.emit(TurnResumed(1, 1.3, ended_t=1.0))
+        await _answer_then_reopen(rig, "what is the capital of France", 1.3)
         bus.emit(PausedTranscript(1, 1.6, 2, "what is the capital of France", audio_until_t=1.6))
         speaker.finish(1)  # the reply ends while the words are still out
         await stage.settle()
@@ -127,20 +133,13 @@ def test_a_held_reply_the_user_talks_over_stops_and_the_turn_is_answered_again(t
     """A barge-in (or the stop key) during the hold stops the reply as new words would: nothing of
     it enters the history, and the turn's final is answered."""
     conv = Conversation(tiny_lm)
-    seen, bus, stage, speaker, until = held_reply_rig(conv)
+    rig = seen, bus, stage, speaker, until = held_reply_rig(conv)
 
     async def main():
-        _answer_then_reopen(bus, "tell me a joke")
-        await until(lambda: speaker.done)
-        bus.emit(TurnResumed(1, 1.3, ended_t=1.0))
+        await _answer_then_reopen(rig, "tell me a joke", 1.3)
         bus.emit(Interrupt(1, 1.5))
         speaker.finish(1)
-        bus.emit(TurnEnded(1, 2.0))
-        bus.emit(FinalTranscript(1, 2.0, "tell me a joke"))
-        await until(lambda: len(speaker.done) == 2)
-        speaker.finish(1)
-        await until(lambda: any(isinstance(e, TurnClosed) for e in seen))
-        stage.close()
+        await _answered_again(rig, "tell me a joke")
 
     asyncio.run(asyncio.wait_for(main(), 60))
     assert sum(isinstance(e, Interrupt) for e in seen) == 1  # the stage adds none of its own

@@ -26,17 +26,23 @@ def _engine(name, request):
     return PiperEngine(PiperConfig(preparation=options), model=request.getfixturevalue("piper_model"))
 
 
+async def _speaking(tts, sink):
+    """(the sink, started; a Speaker into it, warmed up; the list of what it emits)."""
+    await sink.start()
+    seen = []
+    speaker = Speaker(tts, sink, seen.append)
+    await speaker.start()
+    return sink, speaker, seen
+
+
 @pytest.mark.parametrize("name", ["espeak", "piper"])
 def test_the_held_draft_plays_at_once_when_the_final_sentence_matches(name, request, tmp_path):
     tts = _engine(name, request)
 
     @run_async
     async def main():
-        sink = WavSink(tmp_path / "reply.wav", sample_rate=24_000, realtime=False)
-        await sink.start()
-        seen = []
-        speaker = Speaker(tts, sink, seen.append)
-        await speaker.start()
+        sink, speaker, seen = await _speaking(tts, WavSink(tmp_path / "reply.wav", sample_rate=24_000,
+                                                           realtime=False))
         speaker.handle(FirstSentenceReady(1, time.monotonic(), 0, DRAFT))
         [first] = tts.held()
         await first.ready()
@@ -74,11 +80,7 @@ def test_a_reply_falls_silent_while_its_turn_is_reopened(kept, tmp_path):
 
     @run_async
     async def main():
-        sink = WavSink(tmp_path / "reply.wav", sample_rate=16_000, realtime=True)
-        await sink.start()
-        seen = []
-        speaker = Speaker(tts, sink, seen.append)
-        await speaker.start()
+        sink, speaker, seen = await _speaking(tts, WavSink(tmp_path / "reply.wav", sample_rate=16_000))
         speaker.handle(SentenceReady(1, time.monotonic(), 0, REPLY, 0))
         speaker.handle(ReplyDone(1, time.monotonic(), REPLY, "accepted"))
         while not any(isinstance(e, ReplyStarted) for e in seen):
