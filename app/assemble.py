@@ -57,10 +57,19 @@ def ready_line(settings: Settings, chat: str, voice: str, audio_cue: bool = Fals
 def share_cores(settings: Settings) -> None:
     """ASR and LLM both on the CPU: each worker thread gets half the cores, so a partial
     transcript's hop is not slowed by the other's thread pool fighting it for the same cores (a
-    CTranslate2 Whisper takes its half itself: `asr.factory.default_cpu_threads`)."""
+    CTranslate2 Whisper takes its half itself: `asr.factory.default_cpu_threads`).
+
+    numpy's BLAS keeps to one thread. Its products here are small (the log-mel's filter bank, for
+    the recognizer and for Smart Turn), and after each one OpenBLAS's other threads spin for about
+    0.1 s waiting for more: on 2 cores a Whisper decode then kept both busy, and the pause decode
+    and Smart Turn, run side by side at every voice pause, each waited on the spinning thread
+    (docs/benchmarks.md, "numpy's BLAS threads")."""
     import os
 
     import torch
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
     if not settings.llm.threads and settings.llm.device in ("cpu", "auto") and not torch.cuda.is_available():
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
 

@@ -318,3 +318,22 @@ def test_a_reply_wav_on_a_full_disk_ends_the_replay_with_an_error(tmp_path, sett
     # faster than real time: figures comparing the recording's time with the clock are left out
     assert all(m["asr_final_ms"] is None and m["voice_to_voice_ms"] is None for m in metrics)
     assert all(m["endpoint_delay_ms"] > 0 and m["audio_latency_ms"] >= 0 for m in metrics)
+
+
+def test_numpy_blas_keeps_to_one_thread_once_the_pipeline_shares_the_cores(settings):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from foresay.app.assemble import share_cores
+
+    def blas_threads():
+        return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads()
+    assert before, "numpy reports no BLAS library"
+    try:
+        threadpool_limits(2, user_api="blas")   # as on any machine of 2 cores or more
+        share_cores(settings)
+        assert set(blas_threads().values()) == {1}
+    finally:
+        for path, threads in before.items():
+            threadpool_limits(threads, user_api="blas")
