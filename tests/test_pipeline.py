@@ -328,12 +328,7 @@ def test_numpy_blas_keeps_to_one_thread_once_the_pipeline_shares_the_cores(setti
     def blas_threads():
         return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
 
-    before = blas_threads()
-    assert before, "numpy reports no BLAS library"
-    try:
-        threadpool_limits(2, user_api="blas")   # as on any machine of 2 cores or more
+    assert blas_threads(), "numpy reports no BLAS library"
+    with threadpool_limits(2, user_api="blas"):   # as on any machine of 2 cores or more; restored on leaving
         share_cores(settings)
         assert set(blas_threads().values()) == {1}
-    finally:
-        for path, threads in before.items():
-            threadpool_limits(threads, user_api="blas")
