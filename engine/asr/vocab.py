@@ -78,19 +78,24 @@ class SuppressionRules:
     size: int = 0  # vocabulary rows the rules are applied to
 
     @cached_property
-    def _always_bias(self) -> torch.Tensor:
-        bias = torch.zeros(self.size)
-        bias[list(self.always)] = float("-inf")
-        return bias
+    def _biases_by_device(self) -> dict:
+        return {}
 
-    @cached_property
-    def _begin_bias(self) -> torch.Tensor:
-        bias = self._always_bias.clone()
-        bias[list(self.at_begin)] = float("-inf")
-        return bias
+    def _biases(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(always, at the first generated position) as additive rows, kept on `device`: a GPU's
+        logits are masked there without a copy from the host per pass."""
+        biases = self._biases_by_device.get(device)
+        if biases is None:
+            always = torch.zeros(self.size)
+            always[list(self.always)] = float("-inf")
+            begin = always.clone()
+            begin[list(self.at_begin)] = float("-inf")
+            biases = self._biases_by_device[device] = (always.to(device), begin.to(device))
+        return biases
 
     def apply(self, logits: torch.Tensor, first_generated: torch.Tensor) -> torch.Tensor:
-        """Masked copy of `logits` [n, vocab]; row i is the first generated position where
-        `first_generated[i]` (bool [n]) is true."""
-        bias = torch.where(first_generated.unsqueeze(1), self._begin_bias, self._always_bias)
+        """Masked copy of `logits` [n, vocab] (on any device); row i is the first generated
+        position where `first_generated[i]` (bool [n], on any device) is true."""
+        always, begin = self._biases(logits.device)
+        bias = torch.where(first_generated.to(logits.device).unsqueeze(1), begin, always)
         return logits + bias.to(logits.dtype)

@@ -71,7 +71,12 @@ def static_passes_supported() -> bool:
 
 
 def graph_pool(device: torch.device):
-    """A memory pool shared by one owner's graphs (they never run concurrently), or None."""
+    """A new memory pool for the graphs of one owner (they never run concurrently), or None.
+
+    Give each owner whose graphs are dropped together (a KV cache, a decoder) a pool of its own:
+    PyTorch keeps a pool's entry while its freed blocks stay cached, after its last graph is gone,
+    and a capture into such a pool fails an internal assertion (`use_count > 0`) and leaves the
+    CUDA generator in capture mode, which breaks every later random op on the device."""
     return torch.cuda.graph_pool_handle() if device.type == "cuda" and torch.cuda.is_available() else None
 
 

@@ -147,8 +147,7 @@ class _Shape:
         self.rows = rows
         self.ids = torch.zeros((1, rows), dtype=torch.long, device=device)
         self.pos = torch.arange(rows, device=device)  # the fresh cache is empty: warm-up writes are harmless
-        self.run = make_pass(partial(cache._forward, self), device, cache.engine.pool,
-                             capture=cache.engine.graphs)
+        self.run = make_pass(partial(cache._forward, self), device, cache.pool, capture=cache.engine.graphs)
 
 
 class StaticKVCache(PrefixReuse):
@@ -166,6 +165,8 @@ class StaticKVCache(PrefixReuse):
             self._buffers = _Buffers(config, length, engine.device, engine.model.dtype)
             self._key_index = torch.arange(length, device=engine.device)
             self._shapes: dict[int, _Shape] = {}
+            # a pool of this cache's own: its graphs live and die together (see `graph_pool`)
+            self.pool = graph_pool(engine.device)
             if engine.graphs:  # captured now, while the cache is empty
                 for rows in engine.sizes or ():
                     self._shapes[rows] = _Shape(self, rows)
@@ -231,7 +232,7 @@ class StaticKVCache(PrefixReuse):
 
 
 class StaticEngine:
-    """One LM's static-cache settings, graph memory pool and pre-captured spare cache."""
+    """One LM's static-cache settings and pre-captured spare cache."""
 
     def __init__(self, lm, exact: bool = True):
         reason = static_unsupported(lm.model.config)
@@ -246,7 +247,6 @@ class StaticEngine:
             self.sizes: tuple[int, ...] | None = (exact_tokens(self.device),)
         else:
             self.sizes = FAST_BUCKETS if self.graphs else None
-        self.pool = graph_pool(self.device)
         self.exact_verified: bool | None = None  # set by warmup() in exact mode
         self._spare: StaticKVCache | None = None
 
