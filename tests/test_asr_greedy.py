@@ -45,6 +45,17 @@ def test_suppressed_tokens_never_appear_and_begin_rules_hold(whisper_models):
         assert not banned & set(result.tokens)
 
 
+def test_suppression_masks_logits_on_their_own_device(whisper_models):
+    """A GPU decoder's logits with positions counted on the host: the mask goes where the logits
+    are ('meta' stands in for a second device on a machine without one)."""
+    rules = whisper_models().rules
+    logits = torch.zeros(2, rules.size)
+    host = rules.apply(logits, torch.tensor([True, False]))
+    moved = rules.apply(logits.to("meta"), torch.tensor([True, False]))
+    assert moved.device.type == "meta" and moved.shape == host.shape
+    assert torch.isinf(host[0, list(rules.at_begin)]).all() and not torch.isinf(host[1, list(rules.at_begin)]).any()
+
+
 def test_forced_prefix_and_prompt_are_continued(whisper_models):
     whisper = whisper_models()
     encoder_out = whisper.encode(noise_audio(2))

@@ -51,3 +51,22 @@ def test_bench_gpu_rejects_bad_lists_in_one_line(capsys):
         assert "expected positive whole numbers" in capsys.readouterr().err
     assert bench_gpu.main(["--device", "cpu", "--small", "--windows", "10,60"]) == 2
     assert "at most 30 s" in capsys.readouterr().err
+
+
+def test_a_pass_profile_accounts_for_its_time_by_group():
+    from foresay.app.bench.pass_profile import group_of, profile_pass
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.llm.config import LLMConfig
+
+    assert group_of("fmha_cutlassF_bf16_aligned_64x128_rf_sm80") == "attention"
+    assert group_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64") == "matmul"
+    assert group_of("void at::native::index_copy_kernel_impl") == "other"
+    lm = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", exact=True))
+    lm.warmup()
+    spare = lm.static_engine()._spare
+    figures = profile_pass(lm, context=24, repeats=2, top=5)
+    assert figures["rows"] == 16 and figures["kernel_ms_per_pass"] > 0
+    assert abs(sum(figures["by_group_ms"].values()) - figures["kernel_ms_per_pass"]) < 0.01
+    assert figures["by_group_ms"].get("attention", 0) > 0 and figures["by_group_ms"].get("matmul", 0) > 0
+    assert len(figures["top"]) == 5 and figures["top"][0]["ms_per_pass"] >= figures["top"][-1]["ms_per_pass"]
+    assert lm.static_engine()._spare is spare  # the warmed-up cache stays for the next conversation

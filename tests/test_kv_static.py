@@ -104,6 +104,21 @@ def test_exact_mode_is_independent_of_how_tokens_share_a_pass(load_fixture_lm):
     assert torch.equal(cache.append(ids[27:]), whole[27:])
 
 
+def test_each_cache_captures_into_a_pool_of_its_own(load_fixture_lm, monkeypatch):
+    """A dropped conversation's graphs must not leave later captures a pool PyTorch refuses to
+    share (a pool outlives its last graph while its blocks stay cached): a pool per cache."""
+    import foresay.engine.llm.static_cache as static_cache
+
+    pools = iter(range(100))
+    monkeypatch.setattr(static_cache, "graph_pool", lambda device: next(pools))
+    lm = load_fixture_lm("tiny-random", cache="static", max_context=CONTEXT)
+    first, second = lm.kv_cache(), lm.kv_cache()
+    kept = [first.pool, second.pool]
+    del first
+    kept.append(lm.kv_cache().pool)
+    assert len(set(kept)) == 3
+
+
 def test_crop_reuse_and_bounds(load_fixture_lm):
     static, dynamic = _pair(load_fixture_lm)
     ids = _ids(static, 40, 1)

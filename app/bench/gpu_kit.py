@@ -27,6 +27,7 @@ from foresay.app.bench import gpu_kit_sections as sections
 # name -> (function, seconds it may take on an H100), in the order they run: the most wanted first.
 SECTIONS = {
     "bench_gpu": (sections.bench_gpu, 200),
+    "profile": (sections.profile, 60),
     "exactness": (sections.exactness, 60),
     "replay": (sections.replay, 150),
     "asr_final": (sections.asr_final, 120),

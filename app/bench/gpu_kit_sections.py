@@ -93,6 +93,24 @@ def exactness(kit: Kit) -> dict:
             "first_sentence_identical": greedy["first_sentence_identical"]}
 
 
+def profile(kit: Kit) -> dict:
+    """The chat model's decode step kernel by kernel (eager, the kernels its graph replays) at two
+    contexts, beside the captured step's wall time: what keeps the step above its floor."""
+    from foresay.app.bench.pass_profile import profile_pass
+    from foresay.app.bench.pass_timing import measure_pass_timing
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.llm.config import LLMConfig
+
+    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True))
+    lm.warmup()
+    figures = {"llm": kit.llm(), "cache": lm.cache_kind, "exact": lm.exact, "by_context": {}}
+    for context in (32, 64) if kit.small else (512, 4096):
+        graphed = measure_pass_timing(lm, context=context, repeats=3 if kit.small else 10)
+        figures["by_context"][str(context)] = {"graphed_step_ms": round(graphed["decode_step_ms"], 3),
+                                               **profile_pass(lm, context, repeats=2 if kit.small else 5)}
+    return figures
+
+
 class LoadTimes:
     """Observer of the pipeline's load steps: seconds spent in each (the warm-up among them)."""
 

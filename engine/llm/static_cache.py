@@ -147,14 +147,15 @@ class _Shape:
         self.rows = rows
         self.ids = torch.zeros((1, rows), dtype=torch.long, device=device)
         self.pos = torch.arange(rows, device=device)  # the fresh cache is empty: warm-up writes are harmless
-        self.run = make_pass(partial(cache._forward, self), device, cache.pool, capture=cache.engine.graphs)
+        self.run = make_pass(partial(cache._forward, self), device, cache.pool, capture=cache.capture)
 
 
 class StaticKVCache(PrefixReuse):
     """The KVCache interface (`engine.llm.cache`) over static buffers."""
 
-    def __init__(self, engine: "StaticEngine"):
+    def __init__(self, engine: "StaticEngine", capture: bool = True):
         self.engine = engine
+        self.capture = capture and engine.graphs  # False: eager passes, the kernels a profiler can see
         self.lm = engine.lm
         self.tokens: list[int] = []
         config = engine.model.config
@@ -167,7 +168,7 @@ class StaticKVCache(PrefixReuse):
             self._shapes: dict[int, _Shape] = {}
             # a pool of this cache's own: its graphs live and die together (see `graph_pool`)
             self.pool = graph_pool(engine.device)
-            if engine.graphs:  # captured now, while the cache is empty
+            if self.capture:  # captured now, while the cache is empty
                 for rows in engine.sizes or ():
                     self._shapes[rows] = _Shape(self, rows)
 

@@ -1,0 +1,77 @@
+"""Where a chat-model pass of the static KV cache spends its time, kernel by kernel.
+
+A captured pass replays as one graph launch, so a profiler sees no kernels in it; the same pass
+run eagerly launches the very kernels the graph holds. `profile_pass` times those kernels (on a
+CPU: the operators) over a few passes after `context` cached tokens and groups them into
+attention, matrix products and the rest, so a decode step's distance from its bandwidth floor
+can be assigned to a cause. The kernel total beside the graph's wall time says how much of that
+wall time is launch overhead (none, when captured) and how much is the kernels themselves.
+"""
+from __future__ import annotations
+
+import re
+
+# kernel-name fragments of each group (cuBLAS/CUTLASS/cuDNN/PyTorch names; case-insensitive)
+GROUPS = (("attention", r"fmha|flash|attention|efficient|sdpa|softmax"),
+          ("matmul", r"gemm|gemv|nvjet|cutlass|sm90_|matmul|\bmm\b|addmm|linear"))
+
+
+def group_of(name: str) -> str:
+    for group, pattern in GROUPS:
+        if re.search(pattern, name, re.IGNORECASE):
+            return group
+    return "other"
+
+
+def kernel_times(prof, device: str) -> dict[str, tuple[float, int]]:
+    """name -> (total microseconds, calls) of the device's kernels (a CPU: of the operators'
+    own time, so nested operators are not counted twice)."""
+    from torch.autograd import DeviceType
+
+    totals: dict[str, list] = {}
+    if device == "cuda":
+        for event in prof.events():
+            if event.device_type == DeviceType.CUDA:
+                entry = totals.setdefault(event.name, [0.0, 0])
+                entry[0] += event.time_range.elapsed_us()
+                entry[1] += 1
+    else:
+        for event in prof.key_averages():
+            if event.self_cpu_time_total > 0:
+                totals[event.key] = [event.self_cpu_time_total, event.count]
+    return {name: (us, calls) for name, (us, calls) in totals.items()}
+
+
+def profile_pass(lm, context: int, tokens: int = 1, repeats: int = 5, top: int = 12) -> dict:
+    """Kernel time per pass of `tokens` new tokens after `context` cached ones, run eagerly
+    through the static cache: total, by group, and the `top` kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from foresay.engine.llm.static_cache import StaticKVCache
+
+    engine = lm.static_engine()
+    cache = StaticKVCache(engine, capture=False)
+    vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
+    ids = [(7 * i + 3) % vocab for i in range(context + tokens)]
+    cache.append(ids[:context], keep_logits=1)
+    for _ in range(2):  # warm-up: kernel selection, allocator
+        cache.append(ids[context:], keep_logits=1)
+        cache.crop(context)
+    device = lm.device.type
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(repeats):
+            cache.append(ids[context:], keep_logits=1)
+            cache.crop(context)
+    times = kernel_times(prof, device)
+    total = sum(us for us, _ in times.values()) / repeats
+    groups: dict[str, float] = {}
+    for name, (us, _) in times.items():
+        groups[group_of(name)] = groups.get(group_of(name), 0.0) + us / repeats
+    ranked = sorted(times.items(), key=lambda item: -item[1][0])[:top]
+    return {"context": context, "tokens": tokens, "rows": max(engine.sizes or (tokens,)),
+            "kernel_ms_per_pass": round(total / 1000, 3),
+            "by_group_ms": {g: round(us / 1000, 3) for g, us in sorted(groups.items())},
+            "top": [{"kernel": name[:120], "ms_per_pass": round(us / repeats / 1000, 4),
+                     "calls_per_pass": round(calls / repeats, 1)} for name, (us, calls) in ranked]}
