@@ -6,7 +6,8 @@ the work the pipeline is to do in the silence is done here, in the same order:
     VoicePaused   -> append all turn audio so far, `preview_final()` (the transcript through the
                      last word), one PredGen verification of it -> P(end of turn), handed to the
                      policy with its revision and `audio_until_t` once that work would be done
-                     (its measured wall time, or `--estimate-ms`, later in audio time); beside
+                     (its measured wall time, or `--estimate-ms`, later in audio time, less the
+                     head start the live decode gets: `pause_decode_after_ms`); beside
                      the verification, `preview_steadiness()` (`PauseRechecked`), handed over
                      after the preview and its own time; audio in the silence is held back;
                      with Smart Turn on ([audio.smart_turn]), its P(end of turn) for the turn's
@@ -149,6 +150,12 @@ class PausedTurnDriver:
         if p is not None:
             self._pending.append((t + delay, "estimate", ep.turn.turn_id, state["revision"], p, final.t))
 
+    def _head_start_s(self) -> float:
+        """How long before the confirmed pause the ASR stage begins the pause decode."""
+        after = self.settings.streaming.pause_decode_after_ms
+        pause = self.settings.audio.endpointer.pause_ms
+        return max(0, pause - after) / 1000 if after else 0.0
+
     def _judge_voice(self, pause: VoicePaused, ep) -> None:
         """Smart Turn on the turn's audio through the pause, handed over after the time it took."""
         from foresay.audio.blocks import SAMPLE_RATE
@@ -192,6 +199,9 @@ class PausedTurnDriver:
             delay, recheck = (spent, recheck) if self.estimate_s is None else (self.estimate_s, self.estimate_s)
             revision = state["revision"]
             told = previewed - started if self.estimate_s is None else 0.0
+            # live, the decode began `pause_decode_after_ms` into the silence; it is told at the pause at the soonest
+            head = self._head_start_s()
+            told, delay, recheck = (max(0.0, x - head) for x in (told, delay, recheck))
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
             paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
             state.update(paused_at=state["fed"], looked=False, text=final.text, answered_t=event.t + told)

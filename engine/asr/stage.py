@@ -9,7 +9,9 @@ next turn, arriving while the previous final still decodes, starts a transcriber
 is never mixed into the old one.
 
 The pause decode is the final. At a voice pause (VoicePaused) the whole turn is decoded at once
-(`PausedTranscript`); when the turn then ends without new voice, that transcript is the final:
+(`PausedTranscript`), the decode begun already once the voice had been quiet
+`StreamingConfig.pause_decode_after_ms` (its transcript held until the pause is confirmed,
+dropped if the voice comes back first); when the turn then ends without new voice, that transcript is the final:
 the one `TurnEnded.heard_revision` names, or the one still decoding when the end came before it
 (awaited, not decoded again). Only a turn whose last words no pause decode heard is decoded after
 its end. The endpointer's voice test can miss a quiet last word; when the silence goes on, the
@@ -74,6 +76,7 @@ class StreamingAsr(Stage):
         self._context: list[str] = []
         self._previews: dict[int, tuple[StreamingTranscriber, FinalTranscript, int]] = {}  # + revision
         self._pause: PauseDecode | None = None  # the newest pause decode of the open turn
+        self._early: PauseDecode | None = None  # one begun in the silence, before the pause is confirmed
         self._fed_samples = 0  # samples of the open turn handed to its transcriber or waiting
         self._finished: EndedTurn | None = None  # the last turn ended, kept for a resume
         self._paused = False  # the voice paused in the current turn: hops wait
@@ -97,12 +100,23 @@ class StreamingAsr(Stage):
                 self._start_turn(event.turn_id, event.t)
             self._feed(event.samples)
             self._voiced_until = event.voiced_until_t
+            self._watch_the_silence()
             self._maybe_look_again()
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
+                early, self._early = self._early, None
+                if (early is not None and not early.stale and early.transcriber is self._transcriber
+                        and event.last_voiced_t <= early.until_t + 1e-3):
+                    self._pause = early  # begun in this silence: it heard every voiced frame
+                    early.paused_t = self._heard_until()
+                    self._confirm(early)
+                    return
+                if early is not None:
+                    early.stale = True
                 transcriber = self._transcriber
-                pause = PauseDecode(transcriber, until_t=transcriber.start_time + self._fed_samples / SAMPLE_RATE)
+                until_t = transcriber.start_time + self._fed_samples / SAMPLE_RATE
+                pause = PauseDecode(transcriber, until_t=until_t, paused_t=until_t)
                 pause.task = self.spawn(self._preview(pause, self._take_audio()))
                 self._pause = pause
         elif isinstance(event, VoiceResumed):
@@ -124,6 +138,7 @@ class StreamingAsr(Stage):
     def _end(self, event: TurnEnded) -> None:
         """The turn ended: its final is the pause decode's when that heard every voiced sample
         (out already, or still decoding), else a decode now."""
+        self._drop_early()
         preview = self._previews.pop(event.turn_id, None)
         pause, self._pause = self._pause, None
         detached = self._detach()
@@ -149,6 +164,7 @@ class StreamingAsr(Stage):
 
     async def cancel(self) -> None:
         """Drop the open turn without a final transcript, and every final under way."""
+        self._drop_early()
         self._transcriber = self._hops = None
         self._pending, self._pending_samples = [], 0
         await super().cancel()
@@ -168,6 +184,7 @@ class StreamingAsr(Stage):
         self._pending, self._pending_samples, self._fed_samples = [], 0, 0
         self._paused = False
         self._pause = None
+        self._drop_early()
         self._hops = self.spawn(self._hop_loop(self._transcriber), lasting=True)
 
     def _feed(self, samples: np.ndarray) -> None:
@@ -215,12 +232,49 @@ class StreamingAsr(Stage):
         if decoded is None:
             return None
         final, revision, rechecking, p_sentence_end = decoded
-        if self._transcriber is transcriber:  # still this turn's, still open
+        if self._transcriber is transcriber and not pause.confirmed:
+            if not pause.stale:
+                pause.held = (final, revision, p_sentence_end, rechecking)  # sent once the pause is confirmed
+        elif self._transcriber is transcriber:  # still this turn's, still open
             pause.answered_samples = self._fed_samples
             self._send_paused(transcriber, final, revision, p_sentence_end, rechecking)
             if rechecking:
                 await self._recheck(transcriber, final, revision)
         return final
+
+    def _watch_the_silence(self) -> None:
+        """Begin the pause decode once the voice has been quiet `pause_decode_after_ms`, ahead of
+        the endpointer's VoicePaused; drop it when the voice comes back first."""
+        early = self._early
+        if early is not None:
+            if early.transcriber is not self._transcriber or (
+                    self._voiced_until is not None and self._voiced_until > early.until_t + 1e-3):
+                self._drop_early()
+            return
+        after = self.config.pause_decode_after_ms / 1000
+        if not after or self._paused or self._transcriber is None or self._voiced_until is None:
+            return
+        if self._heard_until() - self._voiced_until >= after:
+            early = PauseDecode(self._transcriber, until_t=self._heard_until(), confirmed=False)
+            early.task = self.spawn(self._preview(early, self._take_audio()))
+            self._early = early
+
+    def _drop_early(self) -> None:
+        if self._early is not None:
+            self._early.stale = True  # not begun yet: skipped; done: its transcript is never sent
+            self._early = None
+
+    def _confirm(self, pause: PauseDecode) -> None:
+        """The endpointer confirmed the pause an early decode was begun in: its transcript goes out
+        now if it is done (else when it is)."""
+        pause.confirmed = True
+        if pause.held is not None:
+            final, revision, p_sentence_end, rechecking = pause.held
+            pause.held = None
+            pause.answered_samples = self._fed_samples
+            self._send_paused(pause.transcriber, final, revision, p_sentence_end, rechecking)
+            if rechecking:
+                self.spawn(self._recheck(pause.transcriber, final, revision))
 
     async def _final_from_pause(self, ended: EndedTurn) -> None:
         pause = ended.pause
@@ -238,7 +292,7 @@ class StreamingAsr(Stage):
             self.emit(final)
 
     def _maybe_look_again(self) -> None:
-        """Begin the second look once the silence's audio runs `late_look_ms` past the pause decode,
+        """Begin the second look once the silence's audio runs `late_look_ms` past the confirmed pause,
         and the turn is still open `LOOK_AFTER_ANSWER_S` after the decision got its transcript (a
         pause decode slowed by a busy processor comes out when the look would be due)."""
         pause = self._pause
@@ -247,7 +301,7 @@ class StreamingAsr(Stage):
                 or pause.transcriber is not self._transcriber):
             return
         since_answer = (self._fed_samples - pause.answered_samples) / SAMPLE_RATE
-        if self._heard_until() - pause.until_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
+        if self._heard_until() - pause.paused_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
             pause.late = self.spawn(self._look_again(pause, self._take_audio()))
 
     async def _look_again(self, pause: PauseDecode, audio: np.ndarray) -> FinalTranscript | None:

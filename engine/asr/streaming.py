@@ -85,12 +85,17 @@ class StreamingConfig:
     # The check runs only after a pause decode that took at most this long: on the demo Whisper
     # (a few ms) it is free; on a real Whisper it would double the wait at every pause.
     recheck_max_ms: float = 50.0
-    # A second look in a long silence: once the turn's audio runs this far past the pause decode
-    # and the voice has not come back, the turn is decoded again with the silence's audio. The
+    # A second look in a long silence: once the turn's audio runs this far past the confirmed
+    # pause and the voice has not come back, the turn is decoded again with the silence's audio. The
     # endpointer's voice test (VAD and a margin over the room's noise) can miss a quiet last word
     # ("... in a few sentences" in room noise) that Whisper hears; the pause decode stopped
     # before it. A look that hears more words is the turn's newest transcript. 0: off.
     late_look_ms: int = 350
+    # The pause decode begins once the voice has been this quiet, before the endpointer confirms
+    # the pause (its `pause_ms`, 100): the decode is on the user's critical path, and a silence of
+    # 50 ms mostly goes on. Its transcript goes out only when the pause is confirmed, and is
+    # dropped if the voice comes back first. 0: the decode begins at the confirmed pause.
+    pause_decode_after_ms: int = 50
 
     def __post_init__(self) -> None:
         if not 50 <= self.hop_ms <= 5000:
@@ -113,6 +118,9 @@ class StreamingConfig:
             raise InvalidAsrConfig(f"segment_s must be 0 (off) or in ({self.min_segment_s:g}, 29], got {self.segment_s}")
         if not 0 <= self.hop_rest <= 10:
             raise InvalidAsrConfig(f"hop_rest must be in 0..10, got {self.hop_rest}")
+        if not 0 <= self.pause_decode_after_ms <= 5000:
+            raise InvalidAsrConfig(f"pause_decode_after_ms must be in 0..5000 (0: at the pause), "
+                                   f"got {self.pause_decode_after_ms}")
         if not 0 <= self.late_look_ms <= 5000:
             raise InvalidAsrConfig(f"late_look_ms must be in 0..5000 (0: off), got {self.late_look_ms}")
         if self.recheck_max_ms < 0:

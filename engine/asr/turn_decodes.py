@@ -14,13 +14,17 @@ class PauseDecode:
     """A pause decode: its transcriber, the task making it, the capture time its audio runs to;
     `stale` once voice came back (a decode not started by then is skipped); `answered_samples`:
     the turn's audio received when its transcript went out; `late`: the second look in the same
-    silence, once begun."""
+    silence, once begun. One begun before the endpointer called the pause (`confirmed` False)
+    keeps its transcript in `held` until the pause is confirmed."""
     transcriber: StreamingTranscriber
     task: asyncio.Task | None = None
     until_t: float = 0.0
     stale: bool = False
     answered_samples: int | None = None
     late: asyncio.Task | None = None
+    confirmed: bool = True
+    held: tuple | None = None  # the decode's result, waiting for the pause to be confirmed
+    paused_t: float = 0.0  # the capture time the audio ran to when the pause was confirmed
 
 
 @dataclass
