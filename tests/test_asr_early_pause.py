@@ -2,6 +2,7 @@
 transcript goes out only once the pause is confirmed, is the final when the turn then ends, and
 is dropped (losing no word) when the voice comes back first."""
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 
@@ -9,8 +10,7 @@ from test_asr_stage import WORDS, wired
 from foresay.engine.asr.scripted import ScriptedBackend, SyntheticUtterance
 from foresay.engine.asr.streaming import StreamingConfig
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
-from foresay.engine.events import (FinalTranscript, PausedTranscript, TurnEnded, UserAudio, VoicePaused,
-                                   VoiceResumed)
+from foresay.engine.events import FinalTranscript, PausedTranscript, TurnEnded, UserAudio, VoicePaused
 
 NO_HOPS = StreamingConfig(hop_ms=5000, recheck_ms=0, late_look_ms=0)
 
@@ -31,7 +31,9 @@ def _bus_events(backend, script, config):
     return events
 
 
-def test_the_pause_decode_begun_in_the_silence_is_sent_at_the_pause_and_is_the_final():
+def _quiet_then_pause(config):
+    """The request, 60 ms of quiet, then 40 ms more and the endpointer's pause, then the end:
+    what the stage had done at each step, and the finals."""
     utterance = SyntheticUtterance(WORDS)
     audio, end = utterance.audio(), len(utterance.audio()) / SAMPLE_RATE
     backend = ScriptedBackend(utterance)
@@ -39,22 +41,28 @@ def test_the_pause_decode_begun_in_the_silence_is_sent_at_the_pause_and_is_the_f
 
     async def script(stage, send, events):
         send(UserAudio(1, 0.0, audio, voiced_until_t=end))
-        send(UserAudio(1, end, _silence(0.06), voiced_until_t=end))   # 60 ms quiet: the decode begins
+        send(UserAudio(1, end, _silence(0.06), voiced_until_t=end))
         await stage.settle()
         seen["decodes"] = len(backend.calls)
         seen["sent_before_pause"] = [e for e in events if isinstance(e, PausedTranscript)]
         send(UserAudio(1, end + 0.06, _silence(0.04), voiced_until_t=end))
         send(VoicePaused(1, end + 0.1, last_voiced_t=end))
-        seen["sent_at_pause"] = [e for e in events if isinstance(e, PausedTranscript)]
+        seen["sent_at_pause"] = [e.text for e in events if isinstance(e, PausedTranscript)]
         send(TurnEnded(1, end + 0.4, last_voiced_t=end, heard_revision=None))
         await stage.settle()
         seen["decodes_at_end"] = len(backend.calls)
 
-    events = _bus_events(backend, script, NO_HOPS)
-    assert seen["decodes"] == 1 and seen["sent_before_pause"] == []
-    assert [e.text for e in seen["sent_at_pause"]] == ["turn the lights off"]  # at once, no decode waited for
+    events = _bus_events(backend, script, config)
+    seen["finals"] = [e.text for e in events if isinstance(e, FinalTranscript)]
+    return seen
+
+
+def test_the_pause_decode_begun_in_the_silence_is_sent_at_the_pause_and_is_the_final():
+    seen = _quiet_then_pause(NO_HOPS)
+    assert seen["decodes"] == 1 and seen["sent_before_pause"] == []  # begun 60 ms in, held back
+    assert seen["sent_at_pause"] == ["turn the lights off"]  # at once, no decode waited for
     assert seen["decodes_at_end"] == 1  # ending cost no decode
-    assert [e.text for e in events if isinstance(e, FinalTranscript)] == ["turn the lights off"]
+    assert seen["finals"] == ["turn the lights off"]
 
 
 def test_a_pause_decode_begun_in_a_silence_the_voice_breaks_is_never_sent_and_loses_no_word():
@@ -82,18 +90,6 @@ def test_a_pause_decode_begun_in_a_silence_the_voice_breaks_is_never_sent_and_lo
 
 
 def test_with_the_early_start_off_the_decode_waits_for_the_pause():
-    utterance = SyntheticUtterance(WORDS)
-    audio, end = utterance.audio(), len(utterance.audio()) / SAMPLE_RATE
-    backend = ScriptedBackend(utterance)
-    seen = {}
-
-    async def script(stage, send, events):
-        send(UserAudio(1, 0.0, audio, voiced_until_t=end))
-        send(UserAudio(1, end, _silence(0.08), voiced_until_t=end))
-        await stage.settle()
-        seen["decodes"] = len(backend.calls)
-        send(VoicePaused(1, end + 0.1, last_voiced_t=end))
-        send(VoiceResumed(1, end + 0.1))
-
-    _bus_events(backend, script, StreamingConfig(hop_ms=5000, recheck_ms=0, late_look_ms=0, pause_decode_after_ms=0))
-    assert seen["decodes"] == 0
+    seen = _quiet_then_pause(replace(NO_HOPS, pause_decode_after_ms=0))
+    assert seen["decodes"] == 0 and seen["sent_at_pause"] == []  # begun at the pause, out later
+    assert seen["decodes_at_end"] == 1 and seen["finals"] == ["turn the lights off"]
