@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from foresay.app.bench.asr_windows import parse_windows, scored_words
+from foresay.app.bench.asr_windows import parse_windows
+from foresay.app.bench.wer import scored_words
 from foresay.app.cli import main
 
 

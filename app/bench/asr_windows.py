@@ -18,11 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from foresay.app.bench.wer import scored_words
 from foresay.engine.asr.errors import AsrError
 
 SAMPLE_RATE = 16_000
-_NUMBERS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
 
 
 def parse_windows(text: str) -> tuple[float, ...]:
@@ -34,16 +33,6 @@ def parse_windows(text: str) -> tuple[float, ...]:
     if not windows or any(w <= 0 for w in windows):
         raise argparse.ArgumentTypeError(f"windows must be positive seconds, got {text!r}")
     return windows
-
-
-def scored_words(text: str) -> list[str]:
-    from foresay.engine.sequences import words
-
-    out = []
-    for word in words(text):
-        word = _NUMBERS.get(word, word)
-        out.extend(word if word.isdigit() else [word])
-    return out
 
 
 def truth_clips(path: Path) -> list[tuple[str, np.ndarray, str]]:

@@ -19,7 +19,8 @@ audio overlaps most.
 - voice-to-voice: the first reply sample minus the truth `end_s` (the pipeline's own figure is
   measured from the last voiced frame; the difference is added back).
 - ASR final: the pipeline's own figure (end declared to final transcript).
-- WER: word errors of each turn's last final transcript against the truth texts, over the set;
+- WER: word errors of each turn's last final transcript against the truth texts, over the set
+  (words compared as `bench.wer` says: digit runs one digit a word);
   with `--whole-wer` also `wer_whole_request`: the same recognizer's decode of each request alone.
 
 Unpaced (`--fast`), the audio runs ahead of the wall clock: ASR final and voice-to-voice are then
@@ -113,8 +114,8 @@ class Collector:
 
 
 def _words(text: str) -> list[str]:
-    from foresay.engine.demo.evaluate_whisper import words
-    return words(text)
+    from foresay.app.bench.wer import scored_words
+    return scored_words(text)
 
 
 def _edits(ref: list[str], hyp: list[str]) -> int:
