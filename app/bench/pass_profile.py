@@ -35,6 +35,11 @@ def kernel_times(prof, device: str) -> dict[str, tuple[float, int]]:
                 entry = totals.setdefault(event.name, [0.0, 0])
                 entry[0] += event.time_range.elapsed_us()
                 entry[1] += 1
+        if not totals:  # a profiler that lists no kernel events: the operators' own device time
+            for event in prof.key_averages():
+                us = getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0)
+                if us > 0:
+                    totals[event.key] = [us, event.count]
     else:
         for event in prof.key_averages():
             if event.self_cpu_time_total > 0:

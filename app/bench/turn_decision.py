@@ -124,7 +124,7 @@ class PausedTurnDriver:
     def _look_again(self, ep, t: float) -> None:
         """The second look in a long silence, as the ASR stage makes it (`late_look_ms`)."""
         from foresay.audio.blocks import SAMPLE_RATE
-        from foresay.engine.asr.stage import LOOK_AFTER_ANSWER_S
+        from foresay.engine.asr.turn_decodes import LOOK_AFTER_ANSWER_S
         from foresay.engine.sequences import extends
 
         state, late_ms = self._state, self.settings.streaming.late_look_ms

@@ -21,6 +21,9 @@ while it decodes). A steadiness check of the pause transcript (`PauseRechecked`)
 its decode was cheap (`StreamingConfig.recheck_max_ms`): on a real Whisper it would double the
 wait.
 
+The work in the voice's silences (the pause decode, its check and its second look) is written in
+`turn_decodes.SilenceDecodes`, part of this class.
+
 As a pipeline stage it consumes UserAudio (the first block of a turn starts it), TurnEnded
 (the final transcript follows) and TurnClosed (the conversation so far becomes the prompt, so
 names and words of earlier turns are recognized).
@@ -30,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import Callable
 
 import numpy as np
@@ -38,26 +40,22 @@ import numpy as np
 from foresay.engine.asr.backends import AsrBackend
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.asr.streaming import StreamingConfig, StreamingTranscriber
-from foresay.engine.asr.turn_decodes import EndedTurn, PauseDecode
-from foresay.engine.sequences import extends
+from foresay.engine.asr.turn_decodes import EndedTurn, PauseDecode, SilenceDecodes
 from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.errors import ForesayError
-from foresay.engine.events import (Event, FinalTranscript, PartialTranscript, PausedTranscript, PauseRechecked,
+from foresay.engine.events import (Event, FinalTranscript, PartialTranscript,
                                    StatusMessage, TurnClosed, TurnEnded, TurnResumed, UserAudio, VoicePaused, VoiceResumed)
 from foresay.engine.stage import Stage
 
 log = logging.getLogger(__name__)
 
 
-# The decision ends a finished-sounding turn within a frame of getting its transcript; a look begun
-# sooner than this after the transcript went out would only hold up the final of a turn that ends.
-LOOK_AFTER_ANSWER_S = 0.1
 # A hop falling due once the voice has been quiet this long waits for the voice (or for the pause,
 # 0.1 s into the silence): begun then, it would hear no new word and hold up the pause decode.
 HOP_QUIET_S = 0.05
 
 
-class StreamingAsr(Stage):
+class StreamingAsr(SilenceDecodes, Stage):
     consumes = (UserAudio, VoicePaused, VoiceResumed, TurnEnded, TurnResumed, TurnClosed)
     name = "speech recognizer"
     worker = "asr"
@@ -210,150 +208,6 @@ class StreamingAsr(Stage):
         """The final decode after the end (its audio goes to the transcriber there, not to a resume)."""
         ended = self._finished = EndedTurn(detached[0].turn_id, detached[0], np.zeros(0, np.float32), pause)
         self.spawn(self._final_or_report(detached, ended))
-
-    async def _preview(self, pause: PauseDecode, audio: np.ndarray) -> FinalTranscript | None:
-        """The voice paused: decode all audio so far as the final would, at once (not on the
-        next tick), and offer it as a complete partial so PredGen verifies the final prompt
-        while the silence lasts. Returns it (the final, if the turn ends before it is out), or
-        None when the voice came back before the decode began (the audio is kept, not decoded)."""
-        transcriber = pause.transcriber
-
-        def work() -> tuple[FinalTranscript, int, bool, float | None] | None:
-            started = time.perf_counter()
-            transcriber.append(audio)
-            if pause.stale and self._transcriber is transcriber:
-                return None
-            final = transcriber.preview_final()
-            cheap = 1000 * (time.perf_counter() - started) <= self.config.recheck_max_ms
-            transcriber.revision += 1  # later partials supersede it
-            return final, transcriber.revision, cheap and transcriber.recheck_due(), transcriber.preview_sentence_end()
-
-        decoded = await self._decode(work)
-        if decoded is None:
-            return None
-        final, revision, rechecking, p_sentence_end = decoded
-        if self._transcriber is transcriber and not pause.confirmed:
-            if not pause.stale:
-                pause.held = (final, revision, p_sentence_end, rechecking)  # sent once the pause is confirmed
-        elif self._transcriber is transcriber:  # still this turn's, still open
-            pause.answered_samples = self._fed_samples
-            self._send_paused(transcriber, final, revision, p_sentence_end, rechecking)
-            if rechecking:
-                await self._recheck(transcriber, final, revision)
-        return final
-
-    def _watch_the_silence(self) -> None:
-        """Begin the pause decode once the voice has been quiet `pause_decode_after_ms`, ahead of
-        the endpointer's VoicePaused; drop it when the voice comes back first."""
-        early = self._early
-        if early is not None:
-            if early.transcriber is not self._transcriber or (
-                    self._voiced_until is not None and self._voiced_until > early.until_t + 1e-3):
-                self._drop_early()
-            return
-        after = self.config.pause_decode_after_ms / 1000
-        if not after or self._paused or self._transcriber is None or self._voiced_until is None:
-            return
-        if self._heard_until() - self._voiced_until >= after:
-            early = PauseDecode(self._transcriber, until_t=self._heard_until(), confirmed=False)
-            early.task = self.spawn(self._preview(early, self._take_audio()))
-            self._early = early
-
-    def _drop_early(self) -> None:
-        if self._early is not None:
-            self._early.stale = True  # not begun yet: skipped; done: its transcript is never sent
-            self._early = None
-
-    def _confirm(self, pause: PauseDecode) -> None:
-        """The endpointer confirmed the pause an early decode was begun in: its transcript goes out
-        now if it is done (else when it is)."""
-        pause.confirmed = True
-        if pause.held is not None:
-            final, revision, p_sentence_end, rechecking = pause.held
-            pause.held = None
-            pause.answered_samples = self._fed_samples
-            self._send_paused(pause.transcriber, final, revision, p_sentence_end, rechecking)
-            if rechecking:
-                self.spawn(self._recheck(pause.transcriber, final, revision))
-
-    async def _final_from_pause(self, ended: EndedTurn) -> None:
-        pause = ended.pause
-        try:
-            final = await asyncio.shield(pause.task)
-        except Exception as exc:  # the decode failed: the turn still ends, said why
-            self._report(ended, f"speech recognition failed: {exc}")
-            return
-        if pause.late is not None:  # a second look begun meanwhile: its words, if it heard more
-            with contextlib.suppress(Exception):
-                final = await asyncio.shield(pause.late) or final
-        if final is None and not ended.resumed:
-            final = await self._decode(pause.transcriber.finish)
-        if not ended.resumed:
-            self.emit(final)
-
-    def _maybe_look_again(self) -> None:
-        """Begin the second look once the silence's audio runs `late_look_ms` past the confirmed pause,
-        and the turn is still open `LOOK_AFTER_ANSWER_S` after the decision got its transcript (a
-        pause decode slowed by a busy processor comes out when the look would be due)."""
-        pause = self._pause
-        if (not self.config.late_look_ms or not self._paused or pause is None or pause.late is not None
-                or pause.task is None or pause.answered_samples is None
-                or pause.transcriber is not self._transcriber):
-            return
-        since_answer = (self._fed_samples - pause.answered_samples) / SAMPLE_RATE
-        if self._heard_until() - pause.paused_t >= self.config.late_look_ms / 1000 and since_answer >= LOOK_AFTER_ANSWER_S:
-            pause.late = self.spawn(self._look_again(pause, self._take_audio()))
-
-    async def _look_again(self, pause: PauseDecode, audio: np.ndarray) -> FinalTranscript | None:
-        """Decode the turn again with the silence's audio; returns the transcript if it heard more
-        words than the pause decode (sent as a PausedTranscript while the turn is open), else None."""
-        try:
-            first = await asyncio.shield(pause.task)
-        except Exception:
-            return None  # the pause decode failed, and said so when the turn ends
-        transcriber = pause.transcriber
-
-        def work() -> tuple[FinalTranscript, int, float | None] | None:
-            transcriber.append(audio)
-            if first is None or pause.stale:
-                return None  # the voice came back: the hops hear this audio with what follows
-            final = transcriber.preview_final()
-            if not extends(first.text, final.text):
-                return None  # no word more, or words heard otherwise: the pause decode stands
-            transcriber.revision += 1
-            return final, transcriber.revision, transcriber.preview_sentence_end()
-
-        looked = await self._decode(work)
-        if looked is None:
-            return None
-        final, revision, p_sentence_end = looked
-        if self._transcriber is transcriber and not pause.stale:
-            self._send_paused(transcriber, final, revision, p_sentence_end)
-        return final
-
-    def _send_paused(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int,
-                     p_sentence_end: float | None, rechecking: bool = False) -> None:
-        """The turn's newest paused transcript: kept as its preview (the final if the turn ends
-        now) and sent to the decision and PredGen."""
-        self._previews = {transcriber.turn_id: (transcriber, final, revision)}
-        self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
-                                   rechecking=rechecking, p_sentence_end=p_sentence_end))
-
-    async def _final_after_look(self, ended: EndedTurn, late: asyncio.Task, paused: FinalTranscript) -> None:
-        """The turn ended while its second look decoded: that look's words, if it heard more."""
-        looked = None
-        with contextlib.suppress(Exception):  # a failed look: the pause decode's transcript stands
-            looked = await asyncio.shield(late)
-        if not ended.resumed:
-            self.emit(looked if looked is not None else paused)
-
-    async def _recheck(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int) -> None:
-        """After the paused transcript went out (PredGen verifies it meanwhile): was its last word
-        heard steadily? The decision waits for this answer, so it is sent whenever the paused
-        transcript said it would be, and counts as steady if audio came since (a newer revision
-        supersedes it anyway)."""
-        steady = await self.run_in_worker(transcriber.preview_steadiness)
-        self.emit(PauseRechecked(final.turn_id, final.t, revision, steady is not False))
 
     def _resume(self, event: TurnResumed) -> None:
         """The turn declared ended goes on: its transcriber (with all it heard) listens again."""
