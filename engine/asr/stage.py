@@ -103,20 +103,7 @@ class StreamingAsr(SilenceDecodes, Stage):
         elif isinstance(event, VoicePaused):
             if self._transcriber is not None and self._transcriber.turn_id == event.turn_id:
                 self._paused = True  # no hops while the silence lasts: the preview stands
-                early, self._early = self._early, None
-                if (early is not None and not early.stale and early.transcriber is self._transcriber
-                        and event.last_voiced_t <= early.until_t + 1e-3):
-                    self._pause = early  # begun in this silence: it heard every voiced frame
-                    early.paused_t = self._heard_until()
-                    self._confirm(early)
-                    return
-                if early is not None:
-                    early.stale = True
-                transcriber = self._transcriber
-                until_t = transcriber.start_time + self._fed_samples / SAMPLE_RATE
-                pause = PauseDecode(transcriber, until_t=until_t, paused_t=until_t)
-                pause.task = self.spawn(self._preview(pause, self._take_audio()))
-                self._pause = pause
+                self._begin_pause(event)
         elif isinstance(event, VoiceResumed):
             self._paused = False
             if self._pause is not None:

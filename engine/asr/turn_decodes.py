@@ -12,7 +12,7 @@ import numpy as np
 
 from foresay.engine.asr.streaming import StreamingTranscriber
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
-from foresay.engine.events import FinalTranscript, PausedTranscript, PauseRechecked
+from foresay.engine.events import FinalTranscript, PausedTranscript, PauseRechecked, VoicePaused
 from foresay.engine.sequences import extends
 
 # The decision ends a finished-sounding turn within a frame of getting its transcript; a look begun
@@ -87,6 +87,23 @@ class SilenceDecodes:
             if rechecking:
                 await self._recheck(transcriber, final, revision)
         return final
+
+    def _begin_pause(self, event: VoicePaused) -> None:
+        """The endpointer confirmed a pause of the open turn: the decode begun early in this
+        silence is the pause decode (when it heard every voiced frame), else one begins now."""
+        early, self._early = self._early, None
+        if (early is not None and not early.stale and early.transcriber is self._transcriber
+                and event.last_voiced_t <= early.until_t + 1e-3):
+            self._pause = early
+            early.paused_t = self._heard_until()
+            self._confirm(early)
+            return
+        if early is not None:
+            early.stale = True
+        until_t = self._heard_until()
+        pause = PauseDecode(self._transcriber, until_t=until_t, paused_t=until_t)
+        pause.task = self.spawn(self._preview(pause, self._take_audio()))
+        self._pause = pause
 
     def _watch_the_silence(self) -> None:
         """Begin the pause decode once the voice has been quiet `pause_decode_after_ms`, ahead of
