@@ -78,15 +78,26 @@ class SilenceDecodes:
         if decoded is None:
             return None
         final, revision, rechecking, p_sentence_end = decoded
-        if self._transcriber is transcriber and not pause.confirmed:
-            if not pause.stale:
-                pause.held = (final, revision, p_sentence_end, rechecking)  # sent once the pause is confirmed
-        elif self._transcriber is transcriber:  # still this turn's, still open
-            pause.answered_samples = self._fed_samples
-            self._send_paused(transcriber, final, revision, p_sentence_end, rechecking)
-            if rechecking:
-                await self._recheck(transcriber, final, revision)
+        # still this turn's, still open; one begun early and dropped since is never sent
+        if self._transcriber is transcriber and (pause.confirmed or not pause.stale):
+            pause.held = (final, revision, p_sentence_end, rechecking)  # sent once the pause is confirmed
+            if pause.confirmed:
+                recheck = self._send_held(pause)
+                if recheck is not None:
+                    await recheck
         return final
+
+    def _send_held(self, pause: PauseDecode):
+        """Send the pause decode's transcript; returns its steadiness check to run, if it has one."""
+        final, revision, p_sentence_end, rechecking = pause.held
+        pause.held = None
+        pause.answered_samples = self._fed_samples
+        self._send_paused(pause.transcriber, final, revision, p_sentence_end, rechecking)
+        return self._recheck(pause.transcriber, final, revision) if rechecking else None
+
+    def _spawn_decode(self, pause: PauseDecode) -> PauseDecode:
+        pause.task = self.spawn(self._preview(pause, self._take_audio()))
+        return pause
 
     def _begin_pause(self, event: VoicePaused) -> None:
         """The endpointer confirmed a pause of the open turn: the decode begun early in this
@@ -101,9 +112,7 @@ class SilenceDecodes:
         if early is not None:
             early.stale = True
         until_t = self._heard_until()
-        pause = PauseDecode(self._transcriber, until_t=until_t, paused_t=until_t)
-        pause.task = self.spawn(self._preview(pause, self._take_audio()))
-        self._pause = pause
+        self._pause = self._spawn_decode(PauseDecode(self._transcriber, until_t=until_t, paused_t=until_t))
 
     def _watch_the_silence(self) -> None:
         """Begin the pause decode once the voice has been quiet `pause_decode_after_ms`, ahead of
@@ -118,9 +127,8 @@ class SilenceDecodes:
         if not after or self._paused or self._transcriber is None or self._voiced_until is None:
             return
         if self._heard_until() - self._voiced_until >= after:
-            early = PauseDecode(self._transcriber, until_t=self._heard_until(), confirmed=False)
-            early.task = self.spawn(self._preview(early, self._take_audio()))
-            self._early = early
+            self._early = self._spawn_decode(PauseDecode(self._transcriber, until_t=self._heard_until(),
+                                                         confirmed=False))
 
     def _drop_early(self) -> None:
         if self._early is not None:
@@ -132,12 +140,9 @@ class SilenceDecodes:
         now if it is done (else when it is)."""
         pause.confirmed = True
         if pause.held is not None:
-            final, revision, p_sentence_end, rechecking = pause.held
-            pause.held = None
-            pause.answered_samples = self._fed_samples
-            self._send_paused(pause.transcriber, final, revision, p_sentence_end, rechecking)
-            if rechecking:
-                self.spawn(self._recheck(pause.transcriber, final, revision))
+            recheck = self._send_held(pause)
+            if recheck is not None:
+                self.spawn(recheck)
 
     async def _final_from_pause(self, ended: EndedTurn) -> None:
         pause = ended.pause
