@@ -67,6 +67,10 @@ class EndpointerConfig:
                                  # floor (0 disables); trims the VAD's own overhang
     hold_margin_db: float = 6.0  # ... or this far, right after a voiced frame: the fading end of
                                  # a word ("thanks") stays voiced; the overhang's noise does not
+    word_tail_gap_ms: int = 120  # sound energy_margin_db above the noise this soon after voice
+                                 # counts as voiced though the VAD hears none: the burst and hiss
+                                 # after a final stop's closure ("lights", "folders"); 0 disables
+    word_tail_max_ms: int = 300  # ... up to this long after the VAD's last voiced frame
     pause_ms: int = 100          # silence after voice that makes a VoicePaused event: the whole
                                  # turn is decoded then, and that decode is the final; 150 cost a
                                  # real Whisper 50-90 ms a turn for no WER (docs/benchmarks.md)
@@ -88,6 +92,8 @@ class EndpointerConfig:
             raise ValueError("need 0 <= hold_margin_db <= energy_margin_db")
         if self.pause_ms <= 0:
             raise ValueError("pause_ms must be positive")
+        if not 0 <= self.word_tail_gap_ms <= self.word_tail_max_ms <= 1000:
+            raise ValueError("need 0 <= word_tail_gap_ms <= word_tail_max_ms <= 1000")
         if self.resume_window_s < 0:
             raise ValueError("resume_window_s must not be negative")
         if self.resume_max_gap_s <= 0:
@@ -121,6 +127,8 @@ class Endpointer:
         self._since_end: list[tuple[float, np.ndarray, bool]] = []  # its frames after the end
         self.frames_seen = 0
         self._was_voiced = False             # the previous frame was voiced (hold_margin_db)
+        self._speech_end: float | None = None  # end of the VAD's last voiced frame
+        self._sound_end: float | None = None   # end of the last voiced frame, word tails included
 
     # --- public -----------------------------------------------------------------------------
 
@@ -207,6 +215,12 @@ class Endpointer:
         c = self.config
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
+        if voiced:
+            self._speech_end = t_end
+        elif margin is not None and loud:
+            voiced = self._word_tail(t, t_end)
+        if voiced:
+            self._sound_end = t_end
         self._was_voiced = voiced
         self.frames_seen += 1
         if self.in_turn:
@@ -229,6 +243,16 @@ class Endpointer:
         else:
             self._noise_db += 3.0 * self._frame_s
         return level - self._noise_db
+
+    def _word_tail(self, t: float, t_end: float) -> bool:
+        """Whether a loud frame the VAD calls unvoiced ends the word just said: it begins within
+        `word_tail_gap_ms` of the last voiced frame and ends within `word_tail_max_ms` of the
+        VAD's. Without it a decode made in the silence after "turn off the kitchen lights" hears
+        "light": the VAD stops at the voicing, before the closure, the burst and the hiss."""
+        c = self.config
+        return (c.word_tail_gap_ms > 0 and self._speech_end is not None and self._sound_end is not None
+                and t - self._sound_end <= c.word_tail_gap_ms / 1000 + 1e-9
+                and t_end - self._speech_end <= c.word_tail_max_ms / 1000 + 1e-9)
 
     def _idle_frame(self, frame: np.ndarray, t: float, voiced: bool, events: list[Event]) -> None:
         c = self.config

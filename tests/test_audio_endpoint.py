@@ -231,6 +231,8 @@ def test_config_validation():
     with pytest.raises(ValueError):
         EndpointerConfig(mode="always-on")
     with pytest.raises(ValueError):
+        EndpointerConfig(word_tail_gap_ms=400, word_tail_max_ms=300)
+    with pytest.raises(ValueError):
         VadConfig(kind="webrtc", frame_ms=25)
     with pytest.raises(ValueError):
         WebRtcVad(2, 30).is_speech(np.zeros(100, np.float32))
@@ -250,3 +252,57 @@ def test_a_turn_past_max_turn_s_ends_between_words_not_inside_one(tmp_path):
     frame = x[int((t - 0.01) * SAMPLE_RATE): int(t * SAMPLE_RATE)]
     assert not WebRtcVad(2, 10).is_speech(frame) or float(np.sqrt(np.mean(frame ** 2))) < 0.01
     assert ends[0].t - T0 >= 1.5 + clip.speech_start - 0.05
+
+
+def _hiss(seconds: float, level_db: float, seed: int) -> np.ndarray:
+    """A voiceless fricative's noise ("s"): white noise above 5 kHz, at `level_db`."""
+    n = int(seconds * SAMPLE_RATE)
+    spectrum = np.fft.rfft(np.random.default_rng(seed).normal(0, 1, n))
+    spectrum[np.fft.rfftfreq(n, 1 / SAMPLE_RATE) < 5000] = 0
+    x = np.fft.irfft(spectrum, n)
+    return (x / np.sqrt(np.mean(x ** 2)) * 10 ** (level_db / 20)).astype(np.float32)
+
+
+def _with_word_tail(clip, closure_s: float, hiss_s: float, level_db: float = -38.0) -> np.ndarray:
+    """The clip with a stop's closure after its voice, then the burst's hiss ("... light" + "s")."""
+    x = clip.samples.copy()
+    a = int((clip.speech_end + closure_s) * SAMPLE_RATE)
+    x[a:a + int(hiss_s * SAMPLE_RATE)] += _hiss(hiss_s, level_db, seed=4)
+    return x
+
+
+def test_the_hiss_after_a_final_stop_is_part_of_the_turn(tmp_path):
+    """A word's voiceless end ("lights": closure, burst, hiss) that the VAD calls silence still
+    belongs to the turn: its last voiced frame is where the hiss stops, so a decode made in the
+    silence hears the whole word."""
+    clip = speech_clip(tmp_path, "Turn off the kitchen light.", before_s=0.8, after_s=1.5)
+    x = _with_word_tail(clip, closure_s=0.07, hiss_s=0.15)
+    hiss_end = clip.speech_end + 0.07 + 0.15
+    # the premise: the VAD alone hears no speech in the hiss
+    vad, frame = WebRtcVad(2, 30), int(FRAME * SAMPLE_RATE)
+    heard = [vad.is_speech(x[i:i + frame]) for i in range(0, len(x) - frame + 1, frame)]
+    hiss_frames = range(int(np.ceil((clip.speech_end + 0.07) / FRAME)), int(hiss_end / FRAME))
+    assert not any(heard[i] for i in hiss_frames)
+
+    [(_, last_voiced, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), x))
+    assert abs(last_voiced - hiss_end) <= FRAME + EPS
+    off = EndpointerConfig(word_tail_gap_ms=0)
+    [(_, voice_end, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), off, FixedHangover(0.6)), x))
+    assert voice_end <= hiss_end - 0.1
+
+
+def test_sound_long_after_the_voice_or_running_on_is_not_a_word_tail(tmp_path):
+    clip = speech_clip(tmp_path, "Turn off the kitchen light.", before_s=0.8, after_s=2.0)
+    config = EndpointerConfig(word_tail_gap_ms=120, word_tail_max_ms=300)
+
+    def last_voiced(x, config=config):
+        [(_, t, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), config, FixedHangover(0.6)), x))
+        return t
+
+    voice_end = last_voiced(clip.samples, EndpointerConfig(word_tail_gap_ms=0))
+    # a noise 0.4 s after the voice (a cough, a door) is not the word's end
+    assert last_voiced(_with_word_tail(clip, closure_s=0.4, hiss_s=0.15)) == pytest.approx(voice_end)
+    # a hiss that runs on (a fan switched on as the user stops) counts only up to word_tail_max_ms
+    # after the VAD's last voiced frame (which may be the hiss's first)
+    run_on = last_voiced(_with_word_tail(clip, closure_s=0.03, hiss_s=1.0))
+    assert voice_end + 0.1 < run_on <= voice_end + 0.3 + 2 * FRAME + EPS
