@@ -245,12 +245,14 @@ class Endpointer:
         return level - self._noise_db
 
     def _word_tail(self, t: float, t_end: float) -> bool:
-        """Whether a loud frame the VAD calls unvoiced ends the word just said: it begins within
-        `word_tail_gap_ms` of the last voiced frame and ends within `word_tail_max_ms` of the
+        """Whether a loud frame the VAD calls unvoiced ends the word just said: inside a turn (a
+        tail lengthens words, it never makes a knock's ring a start of speech), beginning within
+        `word_tail_gap_ms` of the last voiced frame and ending within `word_tail_max_ms` of the
         VAD's. Without it a decode made in the silence after "turn off the kitchen lights" hears
         "light": the VAD stops at the voicing, before the closure, the burst and the hiss."""
         c = self.config
-        return (c.word_tail_gap_ms > 0 and self._speech_end is not None and self._sound_end is not None
+        return (c.word_tail_gap_ms > 0 and self.in_turn
+                and self._speech_end is not None and self._sound_end is not None
                 and t - self._sound_end <= c.word_tail_gap_ms / 1000 + 1e-9
                 and t_end - self._speech_end <= c.word_tail_max_ms / 1000 + 1e-9)
 

@@ -8,7 +8,7 @@ from audio_kit import speech_clip
 from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
 from foresay.audio.endpoint import Endpointer, EndpointerConfig, Mode, PushToTalkGate
 from foresay.audio.hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover
-from foresay.audio.vad import SileroVad, VadConfig, WebRtcVad, make_vad
+from foresay.audio.vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
 from foresay.engine.events import SpeechStarted, TurnEnded
 
 T0 = 500.0   # an arbitrary monotonic start time for the recordings
@@ -306,3 +306,24 @@ def test_sound_long_after_the_voice_or_running_on_is_not_a_word_tail(tmp_path):
     # after the VAD's last voiced frame (which may be the hiss's first)
     run_on = last_voiced(_with_word_tail(clip, closure_s=0.03, hiss_s=1.0))
     assert voice_end + 0.1 < run_on <= voice_end + 0.3 + 2 * FRAME + EPS
+
+
+class _ScriptedVad(Vad):
+    """Speech exactly in the frames whose start lies in one of `spans` (seconds from T0)."""
+
+    def __init__(self, spans):
+        self.frame_samples, self.spans, self._t = 480, spans, 0.0
+
+    def probability(self, frame):
+        t, self._t = self._t, self._t + FRAME
+        return 1.0 if any(a - EPS <= t < b - EPS for a, b in self.spans) else 0.0
+
+
+def test_a_word_tail_only_ends_a_turn_it_never_starts_one():
+    """A noise the VAD hears for one frame (a knock) with a loud ring after it is not a start of
+    speech: the tail rule lengthens a turn's words, it does not make voice out of noise."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(0, 10 ** (-60 / 20), 3 * SAMPLE_RATE).astype(np.float32)
+    x[int(1.0 * SAMPLE_RATE):int(1.27 * SAMPLE_RATE)] += _hiss(0.27, -30.0, seed=6)
+    ep = Endpointer(_ScriptedVad([(1.0, 1.03)]), EndpointerConfig(), FixedHangover(0.5))
+    assert turns(feed(ep, x, block=480)) == []
