@@ -71,6 +71,9 @@ class EndpointerConfig:
                                  # counts as voiced though the VAD hears none: the burst and hiss
                                  # after a final stop's closure ("lights", "folders"); 0 disables
     word_tail_max_ms: int = 300  # ... up to this long after the VAD's last voiced frame
+    word_tail_hiss_db: float = 10.0  # ... and so does a hiss this far above the median of the
+                                 # unvoiced frames' high frequencies: a final "s" in a room's hum
+                                 # ("olives"), quieter than the hum in the whole band (0: off)
     pause_ms: int = 100          # silence after voice that makes a VoicePaused event: the whole
                                  # turn is decoded then, and that decode is the final; 150 cost a
                                  # real Whisper 50-90 ms a turn for no WER (docs/benchmarks.md)
@@ -94,6 +97,8 @@ class EndpointerConfig:
             raise ValueError("pause_ms must be positive")
         if not 0 <= self.word_tail_gap_ms <= self.word_tail_max_ms <= 1000:
             raise ValueError("need 0 <= word_tail_gap_ms <= word_tail_max_ms <= 1000")
+        if self.word_tail_hiss_db < 0:
+            raise ValueError("word_tail_hiss_db must not be negative")
         if self.resume_window_s < 0:
             raise ValueError("resume_window_s must not be negative")
         if self.resume_max_gap_s <= 0:
@@ -129,6 +134,7 @@ class Endpointer:
         self._was_voiced = False             # the previous frame was voiced (hold_margin_db)
         self._speech_end: float | None = None  # end of the VAD's last voiced frame
         self._sound_end: float | None = None   # end of the last voiced frame, word tails included
+        self._hiss_db: float | None = None     # median high-frequency level of unvoiced frames
 
     # --- public -----------------------------------------------------------------------------
 
@@ -215,9 +221,10 @@ class Endpointer:
         c = self.config
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
+        hiss = margin is not None and self._hiss(frame, voiced)
         if voiced:
             self._speech_end = t_end
-        elif margin is not None and loud:
+        elif margin is not None and (loud or hiss):
             voiced = self._word_tail(t, t_end)
         if voiced:
             self._sound_end = t_end
@@ -243,6 +250,21 @@ class Endpointer:
         else:
             self._noise_db += 3.0 * self._frame_s
         return level - self._noise_db
+
+    def _hiss(self, frame: np.ndarray, voiced: bool) -> bool:
+        """Whether the frame's high frequencies (its first difference: +3 dB at 4 kHz, -22 dB at
+        200 Hz) stand `word_tail_hiss_db` above their median over unvoiced frames, which this
+        tracks. A median, not the whole band's minimum: outside speech a real microphone's clicks
+        and breaths put single frames 8-20 dB above the quietest, where the median holds."""
+        if self.config.word_tail_hiss_db <= 0:
+            return False
+        level = rms_db(np.diff(frame))
+        if self._hiss_db is None:
+            self._hiss_db = level
+        loud = level - self._hiss_db >= self.config.word_tail_hiss_db
+        if not voiced:  # a step towards each frame's level: the median, in a second or two
+            self._hiss_db += 0.5 if level > self._hiss_db else -0.5
+        return loud
 
     def _word_tail(self, t: float, t_end: float) -> bool:
         """Whether a loud frame the VAD calls unvoiced ends the word just said: inside a turn (a

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from audio_kit import speech_clip
 
-from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
+from foresay.audio.blocks import SAMPLE_RATE, AudioBlock, rms_db
 from foresay.audio.endpoint import Endpointer, EndpointerConfig, Mode, PushToTalkGate
 from foresay.audio.hangover import AdaptiveHangover, AdaptiveHangoverConfig, FixedHangover
 from foresay.audio.vad import SileroVad, Vad, VadConfig, WebRtcVad, make_vad
@@ -327,3 +327,25 @@ def test_a_word_tail_only_ends_a_turn_it_never_starts_one():
     x[int(1.0 * SAMPLE_RATE):int(1.27 * SAMPLE_RATE)] += _hiss(0.27, -30.0, seed=6)
     ep = Endpointer(_ScriptedVad([(1.0, 1.03)]), EndpointerConfig(), FixedHangover(0.5))
     assert turns(feed(ep, x, block=480)) == []
+
+
+def test_a_final_s_in_a_rooms_hum_is_heard_in_its_high_frequencies(tmp_path):
+    """In a low rumble louder than the "s" over the whole band, the hiss still stands out in its
+    high frequencies; the word's end is found there."""
+    clip = speech_clip(tmp_path, "Pass me the olive.", before_s=1.5, after_s=1.5, noise_db=-80)
+    rng = np.random.default_rng(7)
+    rumble = np.cumsum(rng.normal(0, 1, len(clip.samples)))
+    rumble -= np.convolve(rumble, np.ones(400) / 400, mode="same")  # no drift: a rumble below 40 Hz-ish
+    rumble = (rumble / np.sqrt(np.mean(rumble ** 2)) * 10 ** (-38 / 20)).astype(np.float32)
+    x = _with_word_tail(clip, closure_s=0.0, hiss_s=0.15, level_db=-44.0) + rumble
+    hiss_end = clip.speech_end + 0.15
+    frame = int(FRAME * SAMPLE_RATE)
+    quiet = x[:int(1.0 * SAMPLE_RATE)]
+    assert rms_db(x[int(clip.speech_end * SAMPLE_RATE) + frame:int(hiss_end * SAMPLE_RATE)]) < rms_db(quiet) + 10
+
+    def last_voiced(config):
+        [(_, t, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), config, FixedHangover(0.6)), x))
+        return t
+
+    assert abs(last_voiced(EndpointerConfig()) - hiss_end) <= FRAME + EPS
+    assert last_voiced(EndpointerConfig(word_tail_hiss_db=0)) <= hiss_end - 0.09
