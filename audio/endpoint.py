@@ -221,11 +221,11 @@ class Endpointer:
         c = self.config
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
-        hiss = margin is not None and self._hiss(frame, voiced)
         if voiced:
             self._speech_end = t_end
-        elif margin is not None and (loud or hiss):
-            voiced = self._word_tail(t, t_end)
+        elif margin is not None and c.word_tail_gap_ms:
+            hiss = self._hiss(frame)  # always: it tracks the unvoiced frames' median
+            voiced = (loud or hiss) and self._word_tail(t, t_end)
         if voiced:
             self._sound_end = t_end
         self._was_voiced = voiced
@@ -251,19 +251,18 @@ class Endpointer:
             self._noise_db += 3.0 * self._frame_s
         return level - self._noise_db
 
-    def _hiss(self, frame: np.ndarray, voiced: bool) -> bool:
-        """Whether the frame's high frequencies (its first difference: +3 dB at 4 kHz, -22 dB at
-        200 Hz) stand `word_tail_hiss_db` above their median over unvoiced frames, which this
-        tracks. A median, not the whole band's minimum: outside speech a real microphone's clicks
-        and breaths put single frames 8-20 dB above the quietest, where the median holds."""
+    def _hiss(self, frame: np.ndarray) -> bool:
+        """Whether an unvoiced frame's high frequencies (its first difference: +3 dB at 4 kHz,
+        -22 dB at 200 Hz) stand `word_tail_hiss_db` above their median over unvoiced frames, which
+        this tracks. A median, not the whole band's minimum: outside speech a real microphone's
+        clicks and breaths put single frames 8-20 dB above the quietest, where the median holds."""
         if self.config.word_tail_hiss_db <= 0:
             return False
         level = rms_db(np.diff(frame))
         if self._hiss_db is None:
             self._hiss_db = level
         loud = level - self._hiss_db >= self.config.word_tail_hiss_db
-        if not voiced:  # a step towards each frame's level: the median, in a second or two
-            self._hiss_db += 0.5 if level > self._hiss_db else -0.5
+        self._hiss_db += 0.5 if level > self._hiss_db else -0.5  # the median, in a second or two
         return loud
 
     def _word_tail(self, t: float, t_end: float) -> bool:
@@ -273,8 +272,7 @@ class Endpointer:
         VAD's. Without it a decode made in the silence after "turn off the kitchen lights" hears
         "light": the VAD stops at the voicing, before the closure, the burst and the hiss."""
         c = self.config
-        return (c.word_tail_gap_ms > 0 and self.in_turn
-                and self._speech_end is not None and self._sound_end is not None
+        return (self.in_turn and self._speech_end is not None  # (then so is the sound's end)
                 and t - self._sound_end <= c.word_tail_gap_ms / 1000 + 1e-9
                 and t_end - self._speech_end <= c.word_tail_max_ms / 1000 + 1e-9)
 

@@ -335,7 +335,7 @@ def test_a_final_s_in_a_rooms_hum_is_heard_in_its_high_frequencies(tmp_path):
     clip = speech_clip(tmp_path, "Pass me the olive.", before_s=1.5, after_s=1.5, noise_db=-80)
     rng = np.random.default_rng(7)
     rumble = np.cumsum(rng.normal(0, 1, len(clip.samples)))
-    rumble -= np.convolve(rumble, np.ones(400) / 400, mode="same")  # no drift: a rumble below 40 Hz-ish
+    rumble -= np.convolve(rumble, np.ones(400) / 400, mode="same")  # high-passed near 40 Hz: no drift
     rumble = (rumble / np.sqrt(np.mean(rumble ** 2)) * 10 ** (-38 / 20)).astype(np.float32)
     x = _with_word_tail(clip, closure_s=0.0, hiss_s=0.15, level_db=-44.0) + rumble
     hiss_end = clip.speech_end + 0.15
