@@ -7,8 +7,8 @@ import torch
 from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.errors import ForesayError, PromptTooLong
 from foresay.engine.llm.dynamic_cache import DynamicKVCache
-from foresay.engine.llm.static_cache import (FAST_BUCKETS, StaticEngine, StaticKVCache, choose_cache, pass_plan,
-                                      static_unsupported)
+from foresay.engine.llm.static_cache import (FAST_BUCKETS, StaticEngine, StaticKVCache, choose_cache, key_spans,
+                                             pass_plan, static_unsupported)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
 from foresay.engine.sentences import SplitterConfig
@@ -189,6 +189,87 @@ def test_llama_architecture_runs_on_the_static_cache(tiny_lm):
     cache = lm.kv_cache()
     got = torch.cat([cache.append(ids[:9]), cache.append(ids[9:])])
     assert torch.allclose(got, reference, atol=1e-4, rtol=1e-4)
+
+
+def test_key_spans_double_up_to_the_whole_buffer():
+    assert key_spans(8320) == (1024, 2048, 4096, 8320)
+    assert key_spans(32896) == (1024, 2048, 4096, 8192, 16384, 32896)
+    assert key_spans(640) == (640,)
+    assert key_spans(640, shortest=64) == (64, 128, 256, 640)
+
+
+def _short_spans(lm, exact=True):
+    engine = StaticEngine(lm, exact=exact)
+    engine.spans = key_spans(engine.buffer_length, shortest=32)  # spans a CPU test can cross
+    assert len(engine.spans) > 2
+    return engine
+
+
+def _three_passes(cache, ids):
+    return torch.cat([cache.append(ids[:1]), cache.append(ids[1:70]), cache.append(ids[70:])])
+
+
+def test_a_pass_attends_over_the_shortest_span_that_holds_it(load_fixture_lm):
+    static, dynamic = _pair(load_fixture_lm, 2)
+    ids = _ids(static, 150, 4)
+    reference = DynamicKVCache(dynamic).append(ids)
+    engine = _short_spans(static, exact=False)
+    engine.sizes = FAST_BUCKETS
+    cache = engine.kv_cache()
+    got = _three_passes(cache, ids)
+    assert torch.allclose(got, reference, atol=1e-4, rtol=1e-4)
+    assert torch.equal(got.argmax(-1), reference.argmax(-1))
+    assert sorted(cache._shapes) == [(1, 32), (128, 128), (128, 256)]
+    assert cache.span_for(1) == 32 and cache.span_for(33) == 64 and cache.span_for(150) == 256
+    cache.crop(20)  # a pass after a crop goes back to a short span
+    assert torch.allclose(cache.append(ids[20:21]), reference[20:21], atol=1e-4, rtol=1e-4)
+    assert (1, 32) in cache._shapes and len(cache._shapes) == 3
+
+
+def test_exact_mode_keeps_short_spans_only_where_they_change_no_bit(load_fixture_lm):
+    """Whatever the probe finds on this device, exact mode after warm-up gives the logits of the
+    whole buffer bit for bit; the spans it kept are the ones the probe vouched for."""
+    static, _ = _pair(load_fixture_lm, 2)
+    ids = _ids(static, 150, 4)
+    engine = _short_spans(static)
+    invariant = engine.probe_spans()
+    engine.warmup()
+    assert (len(engine.spans) > 1) == invariant and engine.exact_verified is True
+    whole = engine.kv_cache()
+    with whole.whole_span():
+        reference = _three_passes(whole, ids)
+    assert torch.equal(_three_passes(engine.kv_cache(), ids), reference)
+
+
+def test_the_span_probe_sees_a_kernel_that_reduces_keys_differently_at_another_length(load_fixture_lm, monkeypatch):
+    static, _ = _pair(load_fixture_lm, 2)
+    engine = _short_spans(static)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def length_sensitive(query, key, value, attn_mask=None, **kwargs):
+        out = sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
+        return out + (key.shape[2] == engine.spans[-1]) * torch.finfo(out.dtype).eps * out
+
+    import foresay.engine.llm.static_cache as static_cache
+    monkeypatch.setattr(static_cache.F, "scaled_dot_product_attention", length_sensitive)
+    assert engine.probe_spans() is False
+
+
+def test_warmup_falls_back_to_the_whole_buffer_where_a_span_changes_the_logits(load_fixture_lm, monkeypatch, caplog):
+    lm = load_fixture_lm("tiny-random", seed=4, cache="static", max_context=CONTEXT)
+    engine = lm.static_engine()
+    engine.spans = key_spans(engine.buffer_length, shortest=32)
+    monkeypatch.setattr(StaticEngine, "probe_spans", lambda self: False)
+    with caplog.at_level("WARNING"):
+        lm.warmup()
+    assert engine.spans == (engine.buffer_length,)
+    assert engine._spare.spans == engine.spans
+    assert all(span == engine.buffer_length for _, span in engine._spare._shapes)
+    assert "whole KV buffer" in caplog.text and engine.exact_verified is True
+    ids = _ids(lm, 30, 1)
+    cache = engine.kv_cache()
+    cache.append(ids)
+    assert {span for _, span in cache._shapes} == {engine.buffer_length}
 
 
 def test_warmup_checks_exact_mode_and_leaves_an_empty_cache_for_the_conversation(load_fixture_lm):

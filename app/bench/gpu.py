@@ -63,7 +63,8 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
     first = by_context[str(args.context[0])]  # the top-level figures: the first --context
     llm = {"model": args.llm, "weight_gb": round(weight_gb, 3), "floor_ms": round(floor_ms, 3), **first,
            "context": args.context[0], "by_context": by_context, "warmup_s": round(warmup_s, 2),
-           "exact": bool(lm.cache_kind == "static" and lm.exact and lm.static_engine().exact_verified)}
+           "exact": bool(lm.cache_kind == "static" and lm.exact and lm.static_engine().exact_verified),
+           "key_spans": list(lm.static_engine().spans) if lm.cache_kind == "static" else None}
     conversations = load_prompts(None, args.prompts, multi_turn=False)
     config = PredGenConfig(max_new_tokens=args.max_new_tokens)
     results = run_methods(lm, ["baseline", "greedy"], conversations, config, args.speed / 60)

@@ -103,7 +103,8 @@ def profile(kit: Kit) -> dict:
 
     lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True))
     lm.warmup()
-    figures = {"llm": kit.llm(), "cache": lm.cache_kind, "exact": lm.exact, "by_context": {}}
+    figures = {"llm": kit.llm(), "cache": lm.cache_kind, "exact": lm.exact,
+               "key_spans": list(lm.static_engine().spans), "by_context": {}}
     for context in (32, 64) if kit.small else (512, 4096):
         graphed = measure_pass_timing(lm, context=context, repeats=3 if kit.small else 10)
         figures["by_context"][str(context)] = {"graphed_step_ms": round(graphed["decode_step_ms"], 3),

@@ -76,6 +76,7 @@ def profile_pass(lm, context: int, tokens: int = 1, repeats: int = 5, top: int =
         groups[group_of(name)] = groups.get(group_of(name), 0.0) + us / repeats
     ranked = sorted(times.items(), key=lambda item: -item[1][0])[:top]
     return {"context": context, "tokens": tokens, "rows": max(engine.sizes or (tokens,)),
+            "key_span": cache.span_for(context + tokens),
             "kernel_ms_per_pass": round(total / 1000, 3),
             "by_group_ms": {g: round(us / 1000, 3) for g, us in sorted(groups.items())},
             "top": [{"kernel": name[:120], "ms_per_pass": round(us / repeats / 1000, 4),

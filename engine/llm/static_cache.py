@@ -1,18 +1,22 @@
 """A static KV cache: buffers preallocated to the context limit, passes of a few fixed shapes.
 
 Every pass writes its tokens' keys and values into buffers sized to the conversation's context
-limit and attends over the whole buffer through a position mask, so no shape depends on how long
-the conversation is: a pass is one of a few fixed row counts (padded), and on CUDA each shape is
-a captured graph (`engine.llm.cuda_graphs`) replayed without Python's launch overhead. Cropping moves
-a length; the history stays resident across turns.
+limit and attends over a span of the buffer through a position mask: a pass is one of a few fixed
+row counts (padded) over one of a few key spans (doubling from `SPAN_MIN` to the whole buffer, the
+smallest that holds the pass), and on CUDA each shape is a captured graph (`engine.llm.cuda_graphs`)
+replayed without Python's launch overhead. Attention reads its whole span whatever the mask hides,
+so a span near the conversation's length, not the context limit, keeps a decode step near the cost
+of reading the weights. Cropping moves a length; the history stays resident across turns.
 
 Exact mode (`llm.exact`, the default): every pass has the same shape, `exact_tokens` rows, so what
 is computed for a position does not depend on how many tokens shared its pass, where the chunk
 boundaries fell, or whether it was verified in a batch or decoded as one step. Row results of a
 matrix product of one fixed shape do not depend on the other rows; norms, rotary embeddings and
-activations are per row; attention always sees the same key length and masks by position. So by
-induction over positions, keys, values and logits are a function of the token prefix alone, and
-PredGen-greedy equals greedy decoding bit for bit on any device. Fast mode decodes a step with
+activations are per row; attention masks by position, and a masked key adds an exact zero however
+long the span (measured at warm-up, `StaticEngine.probe_exact`; a device where the span changes a
+bit attends over the whole buffer in exact mode). So by induction over positions, keys, values and
+logits are a function of the token prefix alone, and PredGen-greedy equals greedy decoding bit for
+bit on any device. Fast mode decodes a step with
 one-row kernels and pads verification to the smallest bucket: cheaper, but two different shapes
 may round a near-tie differently.
 """
@@ -40,6 +44,7 @@ EAGER_CHUNK = 128                      # longest pass without graphs in fast mod
 # arithmetic is paid per row, so its passes are shorter.
 EXACT_TOKENS = {"cuda": 64}
 EXACT_TOKENS_OTHER = 16
+SPAN_MIN = 1024                        # the shortest key span a pass attends over
 ARCHITECTURES = ("qwen2", "llama", "qwen3")  # decoder-only, plain full attention, plain LM head
 _ATTENTION = "foresay_static"
 
@@ -92,6 +97,16 @@ def pass_plan(n: int, sizes: tuple[int, ...] | None) -> list[tuple[int, int]]:
     return plan
 
 
+def key_spans(length: int, shortest: int = SPAN_MIN) -> tuple[int, ...]:
+    """Key spans of a buffer of `length` positions: doubling from `shortest`, then the whole
+    buffer (a doubling within a quarter of it is dropped: its graph would buy little)."""
+    spans, span = [], shortest
+    while span * 4 < length * 3:
+        spans.append(span)
+        span *= 2
+    return (*spans, length)
+
+
 def _static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """SDPA over the whole buffer with the pass's mask; grouped query heads fold into the query
     length (no copy of the keys and values per query head)."""
@@ -128,23 +143,24 @@ class _Buffers:
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
         self.write_at: torch.Tensor | None = None
+        self.span = length
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         keys, values = self.keys[layer_idx], self.values[layer_idx]
         keys.index_copy_(2, self.write_at, key_states)
         values.index_copy_(2, self.write_at, value_states)
-        return keys, values
+        return keys[:, :, :self.span], values[:, :, :self.span]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         raise RuntimeError("internal: the static cache passes positions explicitly")
 
 
 class _Shape:
-    """One pass shape: its static inputs and its (captured or eager) pass."""
+    """One pass shape, rows over a key span: its static inputs and its (captured or eager) pass."""
 
-    def __init__(self, cache: "StaticKVCache", rows: int):
+    def __init__(self, cache: "StaticKVCache", rows: int, span: int):
         device = cache.engine.device
-        self.rows = rows
+        self.rows, self.span = rows, span
         self.ids = torch.zeros((1, rows), dtype=torch.long, device=device)
         self.pos = torch.arange(rows, device=device)  # the fresh cache is empty: warm-up writes are harmless
         self.run = make_pass(partial(cache._forward, self), device, cache.pool, capture=cache.capture)
@@ -160,17 +176,23 @@ class StaticKVCache(PrefixReuse):
         self.tokens: list[int] = []
         config = engine.model.config
         self.capacity = engine.capacity
-        length = -(-(self.capacity + EAGER_CHUNK) // 64) * 64  # room for padding rows past the end
+        length = engine.buffer_length
+        self.spans = engine.spans
         self._groups = config.num_attention_heads // config.num_key_value_heads
         with torch.inference_mode():
             self._buffers = _Buffers(config, length, engine.device, engine.model.dtype)
             self._key_index = torch.arange(length, device=engine.device)
-            self._shapes: dict[int, _Shape] = {}
+            self._shapes: dict[tuple[int, int], _Shape] = {}
             # a pool of this cache's own: its graphs live and die together (see `graph_pool`)
             self.pool = graph_pool(engine.device)
             if self.capture:  # captured now, while the cache is empty
                 for rows in engine.sizes or ():
-                    self._shapes[rows] = _Shape(self, rows)
+                    for span in self.spans:
+                        self._shapes[rows, span] = _Shape(self, rows, span)
+
+    def span_for(self, end: int) -> int:
+        """The key span of a pass whose last real token sits before position `end`."""
+        return min(span for span in self.spans if span >= end)
 
     def crop(self, length: int) -> None:
         if not 0 <= length <= len(self.tokens):
@@ -191,7 +213,7 @@ class StaticKVCache(PrefixReuse):
         began = time.perf_counter()
         rows_out, done, passes = [], 0, 0
         for real, rows in pass_plan(n, self.engine.sizes):
-            shape = self._shape(rows)
+            shape = self._shape(rows, self.span_for(start + done + real))
             chunk = torch.tensor(ids[done:done + real] + [0] * (rows - real), dtype=torch.long)
             shape.ids[0].copy_(chunk, non_blocking=True)
             torch.add(self._key_index[:rows], start + done, out=shape.pos)
@@ -211,21 +233,35 @@ class StaticKVCache(PrefixReuse):
         stats.tokens += n
         return out
 
-    def _shape(self, rows: int) -> _Shape:
-        shape = self._shapes.get(rows)
+    def _shape(self, rows: int, span: int) -> _Shape:
+        shape = self._shapes.get((rows, span))
         if shape is None:
-            shape = self._shapes[rows] = _Shape(self, rows)
+            shape = self._shapes[rows, span] = _Shape(self, rows, span)
         return shape
+
+    def keep_spans(self, spans: tuple[int, ...]) -> None:
+        """Attend over these spans only; the passes of the others are dropped."""
+        self.spans = spans
+        self._shapes = {key: shape for key, shape in self._shapes.items() if key[1] in spans}
+
+    @contextmanager
+    def whole_span(self):
+        """Every pass inside attends over the whole buffer (what `probe_exact` compares with)."""
+        spans, self.spans = self.spans, self.spans[-1:]
+        try:
+            yield
+        finally:
+            self.spans = spans
 
     def _forward(self, shape: _Shape) -> torch.Tensor:
         """The pass over `shape`'s static inputs: logits of every row, in the model's dtype."""
         model = self.engine.model
-        allowed = self._key_index[None, :] <= shape.pos[:, None]  # a row sees the keys up to its position
+        allowed = self._key_index[None, :shape.span] <= shape.pos[:, None]  # a row sees the keys up to its position
         # additive, in the model's dtype, built once per pass (a boolean mask would be converted
         # in every layer); its rows repeat per query head of a group, as the heads fold in
         bias = torch.zeros(allowed.shape, dtype=model.dtype, device=allowed.device)
         mask = bias.masked_fill_(~allowed, float("-inf")).repeat(self._groups, 1)[None, None]
-        self._buffers.write_at = shape.pos
+        self._buffers.write_at, self._buffers.span = shape.pos, shape.span
         with _attention_of(model.config, _ATTENTION):
             hidden = model.model(input_ids=shape.ids, position_ids=shape.pos[None], attention_mask=mask,
                                  past_key_values=self._buffers, use_cache=True).last_hidden_state
@@ -243,6 +279,8 @@ class StaticEngine:
         self.lm, self.model, self.device, self.exact = lm, lm.model, lm.device, exact
         self.head = lm.model.get_output_embeddings()
         self.capacity = lm.max_context
+        self.buffer_length = -(-(self.capacity + EAGER_CHUNK) // 64) * 64  # room for padding rows past the end
+        self.spans = key_spans(self.buffer_length)
         self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
         if exact:
             self.sizes: tuple[int, ...] | None = (exact_tokens(self.device),)
@@ -264,6 +302,11 @@ class StaticEngine:
         device (`exact_verified`), and keep the cache as the next `kv_cache()`."""
         cache = self.kv_cache()
         ids = self.lm.encode("Hello, how are you today? Tell me about the weather in Paris.") or [0]
+        if self.exact and len(self.spans) > 1 and not self.probe_spans():
+            log.warning("exact mode attends over the whole KV buffer on this device (slower steps): "
+                        "a position's logits changed with the key span of its pass")
+            self.spans = self.spans[-1:]
+            cache.keep_spans(self.spans)
         self.exact_verified = self.probe_exact(cache, ids) if self.exact else False
         if self.exact and not self.exact_verified:
             log.warning("exact mode is NOT exact on this device: a position's logits changed with its "
@@ -272,6 +315,38 @@ class StaticEngine:
         cache.reset()
         self._spare = cache
         return cache
+
+    @torch.inference_mode()
+    def probe_spans(self) -> bool:
+        """A pass's attention over its key span and over every longer span (keys past its last
+        position masked) is bit for bit equal, for a pass at the end of each span: then the span
+        changes no logit, since attention is the only computation that sees it. Random queries,
+        keys and values of the model's shapes, dtype and device; a kernel that blocks or reduces
+        the keys differently at another length fails this."""
+        config = self.model.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
+        rows = max(self.sizes or (EAGER_CHUNK,))
+        generator = torch.Generator(device=self.device).manual_seed(0)
+
+        def random(*shape):
+            return torch.randn(shape, generator=generator, device=self.device).to(self.model.dtype)
+
+        keys, values = random(1, kv_heads, self.buffer_length, head_dim), random(1, kv_heads, self.buffer_length, head_dim)
+        query = random(1, kv_heads, groups * rows, head_dim)
+        index = torch.arange(self.buffer_length, device=self.device)
+        for i, span in enumerate(self.spans[:-1]):
+            pos = torch.arange(max(0, span - rows), span, device=self.device)
+            pos = torch.cat([pos, pos[-1:].expand(rows - len(pos))])
+            outs = []
+            for longer in self.spans[i:]:
+                bias = torch.zeros((rows, longer), dtype=self.model.dtype, device=self.device)
+                mask = bias.masked_fill_(index[None, :longer] > pos[:, None], float("-inf")).repeat(groups, 1)
+                outs.append(F.scaled_dot_product_attention(query, keys[:, :, :longer], values[:, :, :longer],
+                                                           attn_mask=mask[None, None]))
+            if not all(torch.equal(outs[0], out) for out in outs[1:]):
+                return False
+        return True
 
     @staticmethod
     def probe_exact(cache: StaticKVCache, ids: list[int]) -> bool:
