@@ -193,8 +193,9 @@ class Settings:
 SECTIONS = tuple(f.name for f in fields(Settings))
 
 # Each profile is a partial config. GPU profiles are sized so that LLM, ASR and TTS fit together.
-# On CUDA the LLM runs a static KV cache (llm.cache = "auto"), whose every pass attends over the
-# whole preallocated context: 8192 tokens keep that a small share of a 7B pass (and 0.5 GB).
+# On CUDA the LLM runs a static KV cache (llm.cache = "auto") preallocated to the whole context; a
+# pass attends over the shortest key span (1024, 2048, ... tokens) that holds it: 8192 tokens keep
+# the buffers at 0.5 GB for a 7B model and a full conversation's step about 1.5x a short one's (H100).
 _GPU_CONTEXT = 8192
 PROFILES: dict[str, dict] = {
     "gpu-24gb": {  # the flagship experience
