@@ -97,6 +97,36 @@ def test_adaptive_drafting_stops_at_uncertain_tokens(setup):
     assert adaptive.stats.target_passes < TOKENS
 
 
+@pytest.mark.parametrize("draft", ["independent", "adversarial"])
+def test_a_draft_that_keeps_missing_is_paused_and_costs_a_few_probes(setup, draft):
+    target, drafts = setup
+    reference, paused = run(target, drafts[draft], 1, SpecConfig(), tokens=48)
+    _, always = run(target, drafts[draft], 1, SpecConfig(backoff_after=0), tokens=48)
+    assert paused.tokens == always.tokens == reference.tokens
+    assert always.stats.draft_passes >= 40  # a pass per token, nearly all wasted
+    assert paused.stats.draft_passes <= 16  # 2 missed chains, then one-token probes after pauses of 1, 2, 4, 8, 16
+    assert paused.stats.target_passes == always.stats.target_passes
+
+
+def test_the_backoff_pauses_double_and_an_accepted_token_ends_them():
+    from foresay.engine.asr.specasr import MAX_PAUSE, _Backoff
+
+    def schedule(backoff, hits):  # ".": no draft, "x"/"+": a full chain missed/held, "1": a one-token probe
+        drafted = []
+        for hit in hits:
+            while not (room := backoff.room(24)):
+                drafted.append(".")
+            drafted.append("1" if room == 1 else "+" if hit else "x")
+            backoff.record(hit)
+        return "".join(drafted)
+
+    assert schedule(_Backoff(2), [False] * 5 + [True, False, False, True]) == "xx.1..1....1........1xx.1"
+    backoff = _Backoff(2)
+    schedule(backoff, [False] * 12)
+    assert backoff.pause == MAX_PAUSE
+    assert schedule(_Backoff(0), [False] * 6) == "xxxxxx"
+
+
 def test_trees_save_target_passes_over_chains(setup):
     target, drafts = setup
     chain = tree = 0
@@ -150,7 +180,8 @@ def test_tree_pass_equals_sequential_scoring(whisper_models):
 
 
 def test_config_is_validated():
-    for bad in [dict(threshold=1.5), dict(max_draft=0), dict(tree_budget=-1), dict(branch_length=0)]:
+    for bad in [dict(threshold=1.5), dict(max_draft=0), dict(tree_budget=-1), dict(branch_length=0),
+                dict(backoff_after=-1)]:
         with pytest.raises(InvalidAsrConfig):
             SpecConfig(**bad)
 

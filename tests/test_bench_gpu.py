@@ -4,7 +4,7 @@ import json
 from foresay.app.bench import gpu as bench_gpu
 
 KEYS = {"device", "bandwidth_tbps", "llm", "asr", "tts", "predgen"}
-LLM_KEYS = {"model", "weight_gb", "floor_ms", "decode_step_ms", "verify_ms", "ratio_to_floor", "warmup_s", "exact",
+LLM_KEYS = {"key_spans", "model", "weight_gb", "floor_ms", "decode_step_ms", "verify_ms", "ratio_to_floor", "warmup_s", "exact",
             "context", "by_context"}
 
 

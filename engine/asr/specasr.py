@@ -11,6 +11,12 @@ pending tokens, the chain and the branches in one pass (ancestor-only mask) and 
 tree while its own greedy choice matches a child. Every token appended is the target's greedy
 choice, so the result is the reference's token for token; drafts only decide how many target
 passes that takes.
+
+A draft that keeps missing (`backoff_after` rounds in a row with none of its tokens accepted: a
+draft that does not know the audio's language or noise, or a random fixture) is paused for a
+round, then two, four, ... (at most `MAX_PAUSE`), each pause followed by a probing round that
+drafts one token; an accepted token ends the back-off. A paused round is one target step, as greedy decoding takes, so
+a useless draft costs a few probing passes instead of one pass per token.
 """
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ from foresay.engine.asr.errors import InvalidAsrConfig
 from foresay.engine.asr.greedy import DecodeResult, DecodeStats, finish, pick, token_budget
 from foresay.engine.asr.vocab import SuppressionRules
 
+MAX_PAUSE = 16  # the longest back-off, in rounds without drafting
+
 
 @dataclass(frozen=True)
 class SpecConfig:
@@ -34,6 +42,7 @@ class SpecConfig:
     recycle: bool = True  # after a rejection, re-check the rejected tail in one draft pass instead of re-drafting it
     tree_budget: int = 0  # second-best branches added per round (0: chain only)
     branch_length: int = 2  # tokens per branch: the second-best token plus greedy draft continuations
+    backoff_after: int = 2  # rounds in a row with no draft token accepted before drafting pauses (0: never)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:
@@ -44,6 +53,8 @@ class SpecConfig:
             raise InvalidAsrConfig(f"tree_budget must be in 0..64, got {self.tree_budget}")
         if not 1 <= self.branch_length <= 16:
             raise InvalidAsrConfig(f"branch_length must be in 1..16, got {self.branch_length}")
+        if not 0 <= self.backoff_after <= 64:
+            raise InvalidAsrConfig(f"backoff_after must be in 0..64, got {self.backoff_after}")
 
 
 @dataclass
@@ -162,8 +173,10 @@ def speculative_loop(verifier: CacheCursor, drafter: CacheCursor, prefix: Sequen
     accepted, lengths, sizes = [], [], []
     recycled_total = 0
     guess = list(recycled)
+    backoff = _Backoff(config.backoff_after)
     while len(generated) < budget and not (generated and generated[-1] == eot):
         room = min(config.max_draft, budget - len(generated) - 1)  # the target adds one token of its own
+        room = backoff.room(room)
         chain = draft_chain(drafter, sequence, start, room, guess, config, rules, eot) if room else _Chain()
         recycled_total += chain.recycled
         branches = (_branches(drafter, sequence, start, chain, room, config, rules, eot)
@@ -177,11 +190,39 @@ def speculative_loop(verifier: CacheCursor, drafter: CacheCursor, prefix: Sequen
         verifier.keep_path([*range(tree.last_pending + 1), *path])
         accepted.append(len(path))
         lengths.append(len(chain.tokens))
+        if chain.tokens:
+            backoff.record(hit=bool(path))
         sizes.append(len(tree.tokens) - tree.last_pending - 1)
     stats = DecodeStats(target_passes=verifier.passes, draft_passes=drafter.passes,
                         accepted_per_round=tuple(accepted), draft_lengths=tuple(lengths),
                         tree_sizes=tuple(sizes), recycled=recycled_total)
     return finish(generated, eot, stats)
+
+
+class _Backoff:
+    """How much to draft: after `after` missed rounds in a row, nothing for 1, 2, 4, ... rounds,
+    each pause followed by a one-token probe."""
+
+    def __init__(self, after: int):
+        self.after, self.misses, self.pause, self.next_pause = after, 0, 0, 1
+
+    def room(self, room: int) -> int:
+        if self.pause:
+            self.pause -= 1
+            return 0
+        return min(room, 1) if self.backing_off else room
+
+    @property
+    def backing_off(self) -> bool:
+        return bool(self.after) and self.misses >= self.after
+
+    def record(self, hit: bool) -> None:
+        if hit:
+            self.misses, self.next_pause = 0, 1
+            return
+        self.misses += 1
+        if self.after and self.misses >= self.after:
+            self.pause, self.next_pause = self.next_pause, min(2 * self.next_pause, MAX_PAUSE)
 
 
 def _walk(tree: _Tree, choice: list[int], room: int, eot: int) -> tuple[list[int], list[int], list[int]]:
