@@ -91,6 +91,9 @@ def test_dry_run_reports_every_section_with_figures_or_a_reason(tmp_path, fixtur
     assert set(sections["bench_gpu"]["figures"]["asr"]["by_window_s"]) == {"10", "30"}
     exact = sections["exactness"]["figures"]
     assert exact["reply_identical"] == 1.0 and exact["exact_verified"] and exact["dtype"] == "bfloat16"
+    fusion = sections["fusion"]["figures"]
+    assert fusion["plain"]["exact_verified"] and fusion["fused"]["exact_verified"]
+    assert fusion["agreement"]["agrees"] and fusion["fused"]["compiled"]["rotary"] > 0
     for name in ("asr_final", "qwen3_asr"):
         rows = sections[name]["figures"].values()
         assert rows and all(row["identical"] and row["greedy_ms"] > 0 for row in rows)

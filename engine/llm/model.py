@@ -75,6 +75,11 @@ class ChatLM(ChatText):
             self._static = StaticEngine(self, self.exact)
         return self._static
 
+    def drop_static_engine(self) -> None:
+        """Forget the static engine and its captured passes (after the model's modules changed):
+        the next `static_engine()` builds and captures anew."""
+        self._static = None
+
     def transformers_cache(self):
         """transformers' own empty cache for this model (what `DynamicKVCache` wraps)."""
         from transformers import DynamicCache

@@ -1,0 +1,43 @@
+"""Fusing the decoder's leaves with torch.compile: every norm, MLP and rotary embedding of a pass
+runs compiled code, the logits stay those of the plain model, and exact mode stays verified."""
+from foresay.engine.llm.backend import load_llm
+from foresay.engine.llm.config import LLMConfig
+from foresay.engine.llm.fusion import fuse_decoder
+
+
+def counting_backend(calls: list):
+    """A torch.compile backend that runs the traced graph as it is and counts its calls."""
+    def compile_graph(graph_module, example_inputs):
+        def run(*args):
+            calls.append(graph_module)
+            return graph_module(*args)
+        return run
+    return compile_graph
+
+
+def agreement_logits(lm, ids):
+    cache = lm.kv_cache()
+    cache.append(ids[:40], keep_logits=1)
+    return cache.append(ids[40:])
+
+
+def test_fused_passes_run_compiled_leaves_with_the_plain_logits(fixture_dir):
+    # a model of its own: fusing changes it in place
+    lm = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", exact=True, max_context=128))
+    lm.warmup()
+    ids = [(7 * i + 3) % len(lm.tokenizer) for i in range(56)]
+    plain = agreement_logits(lm, ids)
+
+    calls = []
+    fusion = fuse_decoder(lm, backend=counting_backend(calls))
+    layers = lm.model.config.num_hidden_layers
+    assert (fusion.norms, fusion.mlps, fusion.rotary) == (2 * layers + 1, layers, layers)
+    lm.warmup()
+    assert lm.static_engine().exact_verified
+    calls.clear()
+    lm.kv_cache().append(ids[:16])  # one pass of exact mode on a CPU
+    assert len(calls) == fusion.norms + fusion.mlps + fusion.rotary
+    assert len({id(graph) for graph in calls}) == 3  # norm, MLP, rotary: traced once, not per layer
+    fused = agreement_logits(lm, ids)
+    assert (fused.argmax(-1) == plain.argmax(-1)).all()
+    assert (fused - plain).abs().max() == 0  # the counting backend runs the traced aten ops eagerly
