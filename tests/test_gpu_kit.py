@@ -97,6 +97,7 @@ def test_dry_run_reports_every_section_with_figures_or_a_reason(tmp_path, fixtur
     for name in ("asr_final", "qwen3_asr"):
         rows = sections[name]["figures"].values()
         assert rows and all(row["identical"] and row["greedy_ms"] > 0 for row in rows)
+        assert all(row["first_difference"] is None for row in rows)
     replay = sections["replay"]["figures"]
     assert replay["turns"] and "warming up" in replay["load_s"]
     assert {"plain", "streams"} <= set(sections["streams"]["figures"]["methods"]) or \
@@ -151,3 +152,11 @@ def test_the_gpu_sections_name_models_that_exist_offline():
     for pair in sections.LLM_ASR_PAIRS["gpu"]:
         assert all(is_llm_fixture(name) or name in SHIPPED_LLM_ASR for name in pair), pair
     assert sections.Kit("cuda", False, Path("."), Path("r.wav")).llm() in FIXTURES
+
+
+def test_first_difference_says_where_a_transcript_leaves_the_reference():
+    from foresay.app.bench.gpu_kit_sections import first_difference
+
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert first_difference([1, 2, 3], [1, 2]) == 2

@@ -291,8 +291,17 @@ def _final_row(kit: Kit, audio, target: str, draft: str, greedy_backend: str, sp
         "audio_s": round(len(audio) / 16000, 2), "tokens": len(greedy.tokens),
         "greedy_ms": round(greedy_ms, 2), "specasr_ms": round(spec_ms, 2),
         "speedup": round(greedy_ms / spec_ms, 3), "identical": spec.tokens == greedy.tokens,
+        "first_difference": first_difference(greedy.tokens, spec.tokens),
         "target_passes": spec.stats.target_passes, "draft_passes": spec.stats.draft_passes,
         "accepted_per_round": round(sum(accepted) / len(accepted), 3) if accepted else 0.0}
+
+
+def first_difference(reference, tokens) -> int | None:
+    """Where `tokens` first leave `reference` (a late one is a near-tie rounded the other way, an
+    early one a fault); None: identical."""
+    if list(tokens) == list(reference):
+        return None
+    return next((i for i, (a, b) in enumerate(zip(reference, tokens)) if a != b), min(len(reference), len(tokens)))
 
 
 # (target, draft) pairs of the SpecASR finals: on a GPU, and in the dry run (small).
