@@ -13,12 +13,11 @@ is computed for a position does not depend on how many tokens shared its pass, w
 boundaries fell, or whether it was verified in a batch or decoded as one step. Row results of a
 matrix product of one fixed shape do not depend on the other rows; norms, rotary embeddings and
 activations are per row; attention masks by position, and a masked key adds an exact zero however
-long the span (measured at warm-up, `StaticEngine.probe_exact`; a device where the span changes a
+long the span (measured at warm-up, `StaticEngine.probe_spans`; a device where the span changes a
 bit attends over the whole buffer in exact mode). So by induction over positions, keys, values and
 logits are a function of the token prefix alone, and PredGen-greedy equals greedy decoding bit for
-bit on any device. Fast mode decodes a step with
-one-row kernels and pads verification to the smallest bucket: cheaper, but two different shapes
-may round a near-tie differently.
+bit on any device. Fast mode decodes a step with one-row kernels and pads verification to the
+smallest bucket: cheaper, but two different shapes may round a near-tie differently.
 """
 from __future__ import annotations
 
@@ -108,8 +107,8 @@ def key_spans(length: int, shortest: int = SPAN_MIN) -> tuple[int, ...]:
 
 
 def _static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA over the whole buffer with the pass's mask; grouped query heads fold into the query
-    length (no copy of the keys and values per query head)."""
+    """SDPA over the pass's key span with its mask; grouped query heads fold into the query length
+    (no copy of the keys and values per query head)."""
     batch, heads, rows, dim = query.shape
     kv_heads = key.shape[1]
     folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
