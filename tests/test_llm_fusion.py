@@ -1,5 +1,6 @@
 """Fusing the decoder's leaves with torch.compile: every norm, MLP and rotary embedding of a pass
 runs compiled code, the logits stay those of the plain model, and exact mode stays verified."""
+from foresay.app.bench.pass_timing import probe_ids
 from foresay.engine.llm.backend import load_llm
 from foresay.engine.llm.config import LLMConfig
 from foresay.engine.llm.fusion import fuse_decoder
@@ -25,7 +26,7 @@ def test_fused_passes_run_compiled_leaves_with_the_plain_logits(fixture_dir):
     # a model of its own: fusing changes it in place
     lm = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", exact=True, max_context=128))
     lm.warmup()
-    ids = [(7 * i + 3) % len(lm.tokenizer) for i in range(56)]
+    ids = probe_ids(lm, 56)
     plain = agreement_logits(lm, ids)
 
     calls = []

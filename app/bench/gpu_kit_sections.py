@@ -127,6 +127,7 @@ def fusion(kit: Kit) -> dict:
     "aot_eager" backend, which traces without generating code). Per variant the step and a
     verification pass, the warm-up (the compile with it) and exact mode's probes; then how far the
     fused logits are from the plain ones. A fused variant that fails records its error."""
+    from foresay.app.bench.pass_timing import probe_ids
     from foresay.engine.llm.backend import load_llm
     from foresay.engine.llm.config import LLMConfig
     from foresay.engine.llm.fusion import fuse_decoder
@@ -135,7 +136,7 @@ def fusion(kit: Kit) -> dict:
     lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True,
                             max_context=FUSION_MAX_CONTEXT[size]))
     prefix = AGREEMENT_PREFIX[size]
-    ids = _agreement_ids(lm, prefix + AGREEMENT_POSITIONS)
+    ids = probe_ids(lm, prefix + AGREEMENT_POSITIONS)
     contexts, repeats = ((32,), 1) if kit.small else ((512, 4096), 10)
     plain, plain_logits = _variant_figures(lm, ids, contexts, repeats)
     figures = {"llm": kit.llm(), "max_context": lm.max_context, "plain": plain}
@@ -158,11 +159,6 @@ def fusion(kit: Kit) -> dict:
 def _compiled_graphs() -> int:
     from torch._dynamo.utils import counters
     return counters["stats"]["unique_graphs"]
-
-
-def _agreement_ids(lm, n: int) -> list[int]:
-    vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
-    return [(7 * i + 3) % vocab for i in range(n)]
 
 
 def _variant_figures(lm, ids: list[int], contexts: tuple[int, ...], repeats: int):

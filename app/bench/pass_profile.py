@@ -53,12 +53,12 @@ def profile_pass(lm, context: int, tokens: int = 1, repeats: int = 5, top: int =
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from foresay.app.bench.pass_timing import probe_ids
     from foresay.engine.llm.static_cache import StaticKVCache
 
     engine = lm.static_engine()
     cache = StaticKVCache(engine, capture=False)
-    vocab = min(lm.model.config.vocab_size, len(lm.tokenizer))
-    ids = [(7 * i + 3) % vocab for i in range(context + tokens)]
+    ids = probe_ids(lm, context + tokens)
     cache.append(ids[:context], keep_logits=1)
     for _ in range(2):  # warm-up: kernel selection, allocator
         cache.append(ids[context:], keep_logits=1)

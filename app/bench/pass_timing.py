@@ -38,11 +38,17 @@ def measure_turn_cost(lm, turns: int, text: str, reply_tokens: int, repeats: int
             f"turn_{turns}_cold_ms": 1000 * statistics.median(costs["cold"])}
 
 
+def probe_ids(lm, n: int) -> list[int]:
+    """`n` token ids spread over the model's vocabulary, the same every time: the input of the
+    timed and profiled passes (their content does not change a pass's cost)."""
+    vocab = min(getattr(lm, "vocab_size", None) or lm.model.config.vocab_size, len(lm.tokenizer))
+    return [(7 * i + 3) % vocab for i in range(n)]
+
+
 def measure_pass_timing(lm, context: int = 512, tail: int = 16, draft: int = 32, repeats: int = 10) -> dict:
     """Median ms of one decode step and of one verification pass (a changed prompt tail plus a
     draft) after `context` cached tokens."""
-    vocab = min(getattr(lm, "vocab_size", None) or lm.model.config.vocab_size, len(lm.tokenizer))
-    ids = [(7 * i + 3) % vocab for i in range(context + tail + draft + 1)]
+    ids = probe_ids(lm, context + tail + draft + 1)
     cache = lm.kv_cache()
     cache.append(ids[:context], keep_logits=1)
     step, verify = [], []
