@@ -116,6 +116,16 @@ def _static_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
 
 
+def _position_mask(key_index: torch.Tensor, pos: torch.Tensor, dtype: torch.dtype, groups: int) -> torch.Tensor:
+    """The additive mask [1, 1, groups * rows, len(key_index)] of a pass whose rows sit at `pos`: a
+    row sees the keys up to its position. In the model's dtype, built once per pass (a boolean mask
+    would be converted in every layer); its rows repeat per query head of a group, as the heads
+    fold in (`_static_attention`)."""
+    hidden = key_index[None, :] > pos[:, None]
+    bias = torch.zeros(hidden.shape, dtype=dtype, device=hidden.device)
+    return bias.masked_fill_(hidden, float("-inf")).repeat(groups, 1)[None, None]
+
+
 def _register_attention() -> None:
     from transformers import AttentionInterface
     AttentionInterface.register(_ATTENTION, _static_attention)
@@ -255,11 +265,7 @@ class StaticKVCache(PrefixReuse):
     def _forward(self, shape: _Shape) -> torch.Tensor:
         """The pass over `shape`'s static inputs: logits of every row, in the model's dtype."""
         model = self.engine.model
-        allowed = self._key_index[None, :shape.span] <= shape.pos[:, None]  # a row sees the keys up to its position
-        # additive, in the model's dtype, built once per pass (a boolean mask would be converted
-        # in every layer); its rows repeat per query head of a group, as the heads fold in
-        bias = torch.zeros(allowed.shape, dtype=model.dtype, device=allowed.device)
-        mask = bias.masked_fill_(~allowed, float("-inf")).repeat(self._groups, 1)[None, None]
+        mask = _position_mask(self._key_index[:shape.span], shape.pos, model.dtype, self._groups)
         self._buffers.write_at, self._buffers.span = shape.pos, shape.span
         with _attention_of(model.config, _ATTENTION):
             hidden = model.model(input_ids=shape.ids, position_ids=shape.pos[None], attention_mask=mask,
@@ -332,17 +338,15 @@ class StaticEngine:
             return torch.randn(shape, generator=generator, device=self.device).to(self.model.dtype)
 
         keys, values = random(1, kv_heads, self.buffer_length, head_dim), random(1, kv_heads, self.buffer_length, head_dim)
-        query = random(1, kv_heads, groups * rows, head_dim)
+        query = random(1, kv_heads * groups, rows, head_dim)
         index = torch.arange(self.buffer_length, device=self.device)
         for i, span in enumerate(self.spans[:-1]):
             pos = torch.arange(max(0, span - rows), span, device=self.device)
             pos = torch.cat([pos, pos[-1:].expand(rows - len(pos))])
             outs = []
             for longer in self.spans[i:]:
-                bias = torch.zeros((rows, longer), dtype=self.model.dtype, device=self.device)
-                mask = bias.masked_fill_(index[None, :longer] > pos[:, None], float("-inf")).repeat(groups, 1)
-                outs.append(F.scaled_dot_product_attention(query, keys[:, :, :longer], values[:, :, :longer],
-                                                           attn_mask=mask[None, None]))
+                mask = _position_mask(index[:longer], pos, self.model.dtype, groups)
+                outs.append(_static_attention(None, query, keys[:, :, :longer], values[:, :, :longer], mask)[0])
             if not all(torch.equal(outs[0], out) for out in outs[1:]):
                 return False
         return True
