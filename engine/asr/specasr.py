@@ -15,8 +15,8 @@ passes that takes.
 A draft that keeps missing (`backoff_after` rounds in a row with none of its tokens accepted: a
 draft that does not know the audio's language or noise, or a random fixture) is paused for a
 round, then two, four, ... (at most `MAX_PAUSE`), each pause followed by a probing round that
-drafts one token; an accepted token ends the back-off. A paused round is one target step, as greedy decoding takes, so
-a useless draft costs a few probing passes instead of one pass per token.
+drafts one token; an accepted token ends the back-off. A paused round is one target step, as
+greedy decoding takes, so a useless draft costs a few probing passes instead of one per token.
 """
 from __future__ import annotations
 
@@ -221,7 +221,7 @@ class _Backoff:
             self.misses, self.next_pause = 0, 1
             return
         self.misses += 1
-        if self.after and self.misses >= self.after:
+        if self.backing_off:
             self.pause, self.next_pause = self.next_pause, min(2 * self.next_pause, MAX_PAUSE)
 
 
