@@ -25,10 +25,11 @@
   words would make a whole request ("Call my brother" ... "on his mobile"). A transcript without
   a sentence end, or whose `p` is below `sentence_end_p`, waits at least `open_sentence_s` (0:
   off, for a recognizer that writes no punctuation). When the audio cue (below) heard the same
-  pause, it weighs in on this judgment too (`cue_sentence_weight`, in log-odds): both hear how
-  the voice stopped, and on real speakers they fail apart. Whisper writes no full stop after a
-  digit string or a card name said with a final fall, where Smart Turn hears the end; it writes
-  one after "And Mr." where Smart Turn hears the voice run on;
+  pause and hears an end, it lifts this judgment (`cue_sentence_weight`, in log-odds): Whisper
+  writes no full stop after a digit string or a card name said with a final fall, where Smart
+  Turn hears the end. A cue that hears the voice run on does not lower it: it already lengthens
+  the wait through the fused estimate (below), and counted twice it held whole requests that
+  Whisper had closed with a sure full stop ("Why is the sky blue?" at 0.93) to `open_sentence_s`;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - an audio model's cue (`audio_cue(turn_id, p, audio_until_t)`, from `AudioTurnCue`: Smart Turn
   reading the turn's last 8 s at each voice pause): how the words were said, where the LLM reads
@@ -76,9 +77,9 @@ class TurnEndConfig:
     sentence_end_p: a transcript whose recognizer gave P(sentence end) below this counts as left
         without a sentence end, whatever mark won (0: only the written mark counts).
     cue_weight: weight of the audio cue's log-odds, added to the LLM's (0: the cue is ignored).
-    cue_sentence_weight: weight of the audio cue's log-odds, added to those of the recognizer's
-        P(sentence end) before they are held against `sentence_end_p` (0: the recognizer alone
-        says whether the sentence ended).
+    cue_sentence_weight: weight of the audio cue's log-odds, where it hears an end (p > 0.5),
+        added to those of the recognizer's P(sentence end) before they are held against
+        `sentence_end_p` (0: the recognizer alone says whether the sentence ended).
     cue_wait_s: when an audio cue is expected, the shortest wait while the current pause's cue has
         not answered (verdict "hearing the voice"), between `complete_s` and `incomplete_s`.
     """
@@ -92,7 +93,8 @@ class TurnEndConfig:
     min_silence_s: float = 0.1
     llm_weight: float = 1.0
     unsteady_s: float = 0.8   # pauses inside requests last 0.3-0.7 s in the turn sets
-    open_sentence_s: float = 0.9  # such a pause measures up to 0.81 s from the last voiced frame
+    open_sentence_s: float = 0.9  # such a pause measures up to 0.81 s from the last voiced frame;
+                                  # 0.75 cut 3 more of 40 paused Piper requests (docs/benchmarks.md)
     sentence_end_p: float = 0.8   # Piper requests paused mid-way: 8-12 of 40 cut at 0.8, 18-19 at
                                   # 0.7, 33-35 on the written mark alone (docs/benchmarks.md)
     cue_weight: float = 0.5
@@ -198,13 +200,14 @@ class TurnEndDecision(HangoverPolicy):
 
     def _open_sentence(self) -> bool:
         """Whether the current transcript was left without a sentence end, by the recognizer's
-        mark and P(sentence end), with the audio cue's log-odds when it heard this pause."""
+        mark and P(sentence end), lifted by the audio cue's log-odds when it heard an end at this
+        pause."""
         c = self.config
         ended, p = self._sentence.get(self._revision, (True, None))
         if p is None or c.sentence_end_p <= 0:
             return not ended
         cue = self._fresh_cue() if c.cue_sentence_weight > 0 else None
-        if cue is None:
+        if cue is None or cue <= 0.5:
             return not (ended and p >= c.sentence_end_p)
         return _logit(p) + c.cue_sentence_weight * _logit(cue) < _logit(c.sentence_end_p)
 

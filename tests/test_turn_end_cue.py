@@ -3,7 +3,8 @@
 The values are those measured on real speakers (Whisper tiny.en's P(sentence end), Smart Turn
 v3.2's P(end of turn) at the same pause): "ten of clubs" said with a final fall, written without a
 full stop (0.32) where Smart Turn heard the end (0.988); "And Mr." before a pause, written with a
-full stop (0.86) where Smart Turn heard the voice run on (0.026).
+full stop (0.86) where Smart Turn heard the voice run on (0.026). A cue that hears the voice run on
+lengthens the wait through the fused estimate, not through the sentence judgment as well.
 """
 from __future__ import annotations
 
@@ -34,8 +35,18 @@ def test_how_the_voice_stopped_weighs_in_on_whether_the_sentence_ended():
     closed = judged(0.32, cue=0.988)                                     # the final fall closes it
     assert closed.verdict == "sounds finished" and closed.wait_s == CONFIG.complete_s
     assert judged(0.86).verdict == "sounds finished"                    # Whisper alone: a full stop
-    ran_on = judged(0.86, cue=0.026)                                     # the voice ran on: open
-    assert ran_on.verdict == "no sentence end" and ran_on.wait_s == CONFIG.open_sentence_s
+    ran_on = judged(0.86, cue=0.026)                                     # the voice ran on: unsure
+    assert ran_on.verdict == "unsure" and CONFIG.complete_s < ran_on.wait_s < CONFIG.open_sentence_s
+
+
+def test_a_cue_that_hears_the_voice_run_on_is_counted_once():
+    """It lengthens the fused wait; it does not also hold a sure full stop open, nor close an
+    unsure one (a low cue leaves the sentence judgment to the recognizer)."""
+    sure = judged(0.93, cue=0.05)                       # "Why is the sky blue?" in Piper's voice
+    assert sure.verdict == "unsure" and sure.wait_s < CONFIG.open_sentence_s
+    assert judged(0.93, cue=0.05).wait_s > judged(0.93, cue=0.5).wait_s == judged(0.93, cue=0.95).wait_s == CONFIG.complete_s
+    unsure = judged(0.6, cue=0.3)
+    assert unsure.verdict == "no sentence end" and unsure.wait_s == CONFIG.open_sentence_s
 
 
 def test_the_cue_counts_only_when_it_heard_the_pause_and_is_weighed_in():
