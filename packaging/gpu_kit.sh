@@ -3,7 +3,10 @@
 #
 #   bash packaging/gpu_kit.sh prepare    here, with network: fills .whl/ (ignored by git) with the
 #                                        wheels the GPU image lacks, the spoken request, a carried
-#                                        espeak-ng and the revision; prints the command to run there
+#                                        espeak-ng and the revision; prints the command to run there.
+#                                        With FORESAY_ZONOS_SOURCE=DIR (a checkout of Zonos's git
+#                                        repository, or its git directory) Zonos and what it
+#                                        imports travel too (.whl/zonos)
 #   bash packaging/gpu_kit.sh run [ARGS] there, from the repository root, .whl carried: installs the
 #                                        wheels into /tmp/site and Foresay (editable), runs every
 #                                        section (python -m foresay.app.bench.gpu_kit ARGS), writes
@@ -24,8 +27,16 @@ prepare() {
     rm -f "$KIT/request.wav"
     "$python" -c "from pathlib import Path; from foresay.app.bench.gpu_kit_sections import ensure_request; \
 ensure_request(Path('$KIT/request.wav'))"
-    echo "== espeak-ng for the replay's voice (English data only, audio output stubbed out)"
+    echo "== espeak-ng for the replay's voice and Zonos's phonemes (English data only, audio output stubbed out)"
     carry_espeak "$KIT/espeak"
+    rm -rf "$KIT/zonos"
+    if [ -n "${FORESAY_ZONOS_SOURCE:-}" ]; then
+        echo "== Zonos from $FORESAY_ZONOS_SOURCE, and the wheels it imports"
+        carry_zonos "$FORESAY_ZONOS_SOURCE" "$KIT/zonos"
+        "$python" packaging/gpu_kit_wheels.py download-zonos "$KIT/zonos/wheels"
+    else
+        echo "== Zonos: not carried (set FORESAY_ZONOS_SOURCE to a checkout of its repository); its section will skip"
+    fi
     "$python" - "$KIT/kit.json" <<'EOF'
 import json, subprocess, sys, time
 def git(*args):
@@ -72,6 +83,20 @@ EOF
     rm -f "$dest/check.wav"
 }
 
+carry_zonos() {  # the zonos package of a checkout or a git directory, its revision beside it
+    local source=$1 dest=$2
+    mkdir -p "$dest/src"
+    if [ -d "$source/zonos" ]; then
+        cp -r "$source/zonos" "$dest/src/"
+        git -C "$source" rev-parse HEAD >"$dest/revision" 2>/dev/null || echo unknown >"$dest/revision"
+    else
+        git --git-dir="$source" archive HEAD zonos | tar -x -C "$dest/src"
+        git --git-dir="$source" rev-parse HEAD >"$dest/revision"
+    fi
+    find "$dest/src" -name '__pycache__' -prune -exec rm -rf {} +
+    [ -f "$dest/src/zonos/model.py" ] || { echo "gpu_kit: no zonos/model.py in $source" >&2; exit 1; }
+}
+
 run() {
     local out=${OUT:-$PWD/test-output/gpu-kit}
     mkdir -p "$out"
@@ -81,6 +106,14 @@ run() {
     python3 -m pip install -q --no-deps --no-build-isolation -e .
     if ! command -v espeak-ng >/dev/null && [ -x "$KIT/espeak/bin/espeak-ng" ]; then
         export PATH="$PWD/$KIT/espeak/bin:$PATH"
+        # Zonos phonemizes through the library itself
+        export PHONEMIZER_ESPEAK_LIBRARY="$PWD/$KIT/espeak/lib/libespeak-ng.so.1" ESPEAK_DATA_PATH="$PWD/$KIT/espeak/share"
+        export LD_LIBRARY_PATH="$PWD/$KIT/espeak/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+    if [ -d "$KIT/zonos/src" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            "$KIT"/zonos/wheels/*.whl
+        export PYTHONPATH="$PWD/$KIT/zonos/src:$PYTHONPATH"
     fi
     export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | sed 's/^/[gpu kit] /' || true
@@ -88,7 +121,21 @@ run() {
         "$@" 2>&1 | tee "$out/gpu_kit.log"
 }
 
-dry_run() {
+dry_carry_zonos() {  # the zonos package of a checkout or a git directory, its revision beside it
+    local source=$1 dest=$2
+    mkdir -p "$dest/src"
+    if [ -d "$source/zonos" ]; then
+        cp -r "$source/zonos" "$dest/src/"
+        git -C "$source" rev-parse HEAD >"$dest/revision" 2>/dev/null || echo unknown >"$dest/revision"
+    else
+        git --git-dir="$source" archive HEAD zonos | tar -x -C "$dest/src"
+        git --git-dir="$source" rev-parse HEAD >"$dest/revision"
+    fi
+    find "$dest/src" -name '__pycache__' -prune -exec rm -rf {} +
+    [ -f "$dest/src/zonos/model.py" ] || { echo "gpu_kit: no zonos/model.py in $source" >&2; exit 1; }
+}
+
+run() {
     local out=${OUT:-$PWD/test-output/gpu-kit} python=.venv/bin/python
     [ -x "$python" ] || python=python3
     mkdir -p "$out"

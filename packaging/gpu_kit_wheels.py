@@ -4,6 +4,7 @@ downloaded for that machine (CPython 3.12, manylinux x86_64), without their depe
 
     python3 packaging/gpu_kit_wheels.py list            # what would be carried, and why
     python3 packaging/gpu_kit_wheels.py download .whl   # fetch them (pip download)
+    python3 packaging/gpu_kit_wheels.py download-zonos .whl/zonos/wheels   # what Zonos needs
 
 Standard library only (run it with the project's Python: versions are read from what is installed).
 """
@@ -25,6 +26,14 @@ CARRIED = {
     "pycparser": "cffi's C parser",
     "soxr": "resampling the recording to 16 kHz (audio/resample.py)",
     "webrtcvad-wheels": "the replay's voice activity detector (audio/vad.py)",
+}
+# What Zonos imports that the image lacks, pinned (Zonos is not installed here, so no version can be
+# read from this machine): carried only with Zonos's source (`gpu_kit.sh prepare` with
+# FORESAY_ZONOS_SOURCE). sudachidict-full (Japanese, over 60 MB) stays behind: the kit's Zonos
+# section imports Zonos without it (app/bench/zonos_random.py).
+ZONOS_CARRIED = {
+    "inflect": "7.6.0", "more-itertools": "11.2.1", "typeguard": "4.6.1", "jaraco.functools": "4.6.0",
+    "kanjize": "1.6.1", "phonemizer": "3.4.0", "dlinfo": "2.0.0", "sudachipy": "0.7.0",
 }
 PYTHON = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
@@ -68,13 +77,32 @@ def requirements(names: list[str]) -> list[str]:
     return pins
 
 
-def download(dest: Path) -> list[Path]:
-    pins = requirements(carried())
+def _pip_download(dest: Path, pins: list[str]) -> None:
     command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                "--python-version", PYTHON, "--implementation", "cp", "-d", str(dest)]
     for platform in PLATFORMS:
         command += ["--platform", platform]
     subprocess.run(command + pins, check=True)
+
+
+def zonos_carried(image: set[str] | None = None) -> list[str]:
+    """Zonos's pinned dependencies to carry (NAME==VERSION); as `carried`, none may be in the image."""
+    image = image_packages() if image is None else image
+    present = [name for name in ZONOS_CARRIED if name not in missing_from_image([name], image)]
+    if present:
+        raise SystemExit(f"gpu_kit_wheels: {', '.join(present)} already in the GPU image; do not carry them")
+    return [f"{name}=={version}" for name, version in ZONOS_CARRIED.items()]
+
+
+def download_zonos(dest: Path) -> list[Path]:
+    for wheel in dest.glob("*.whl"):
+        wheel.unlink()
+    _pip_download(dest, zonos_carried())
+    return sorted(dest.glob("*.whl"))
+
+
+def download(dest: Path) -> list[Path]:
+    _pip_download(dest, requirements(carried()))
     wanted = {normalized(name) for name in CARRIED}
     wheels = sorted(dest.glob("*.whl"))
     stale = [w for w in wheels if normalized(w.name.split("-")[0]) not in wanted
@@ -89,10 +117,10 @@ def main(argv: list[str]) -> int:
         for name, pin in zip(carried(), requirements(carried())):
             print(f"{pin:32} {CARRIED[name]}")
         return 0
-    if len(argv) == 2 and argv[0] == "download":
+    if len(argv) == 2 and argv[0] in ("download", "download-zonos"):
         dest = Path(argv[1])
         dest.mkdir(parents=True, exist_ok=True)
-        for wheel in download(dest):
+        for wheel in (download if argv[0] == "download" else download_zonos)(dest):
             print(f"{wheel.stat().st_size / 2**20:6.2f} MiB  {wheel.name}")
         return 0
     print(__doc__, file=sys.stderr)

@@ -123,6 +123,42 @@ def test_prepare_carries_only_what_the_image_lacks(monkeypatch):
     assert all(re.fullmatch(r"[\w.-]+==[\w.+-]+", pin) for pin in pins)
 
 
+def test_zonos_travels_with_pinned_wheels_of_what_the_image_lacks(monkeypatch):
+    wheels = wheels_module()
+    image = wheels.image_packages()
+    pins = wheels.zonos_carried(image)
+    assert all(re.fullmatch(r"[\w.-]+==[\w.+-]+", pin) for pin in pins)
+    assert {"phonemizer", "inflect", "sudachipy"} <= {pin.split("==")[0] for pin in pins}
+    assert not any(pin.startswith("sudachidict") for pin in pins)  # over 60 MB: imported without it
+    monkeypatch.setitem(wheels.ZONOS_CARRIED, "torch", "2.0")
+    with pytest.raises(SystemExit, match="torch already in the GPU image"):
+        wheels.zonos_carried(image)
+
+
+def test_the_kit_carries_zonos_from_a_git_directory_or_a_checkout(tmp_path):
+    """`carry_zonos` of gpu_kit.sh: the zonos package and its revision, from either form."""
+    repo = tmp_path / "Zonos"
+    (repo / "zonos" / "backbone").mkdir(parents=True)
+    (repo / "zonos" / "model.py").write_text("# the model\n")
+    (repo / "zonos" / "backbone" / "_torch.py").write_text("# a backbone\n")
+    (repo / "README.md").write_text("not carried\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "zonos"]):
+        subprocess.run(git + args, check=True)
+    revision = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    script = ROOT / "packaging" / "gpu_kit.sh"
+    for name, source in (("checkout", repo), ("git-dir", repo / ".git")):
+        dest = tmp_path / name
+        subprocess.run(["bash", "-c", f'source <(sed -n "/^carry_zonos()/,/^}}/p" {script}); carry_zonos "$0" "$1"',
+                        str(source), str(dest)], check=True)
+        assert (dest / "src" / "zonos" / "backbone" / "_torch.py").is_file()
+        assert not (dest / "src" / "README.md").exists()
+        assert (dest / "revision").read_text().strip() == revision
+    broken = subprocess.run(["bash", "-c", f'source <(sed -n "/^carry_zonos()/,/^}}/p" {script}); carry_zonos "$0" "$1"',
+                             str(tmp_path), str(tmp_path / "none")], capture_output=True, text=True)
+    assert broken.returncode != 0
+
+
 def test_a_hung_or_crashed_section_becomes_an_error_entry(tmp_path):
     part = tmp_path / "part.json"
     hung = gpu_kit.run_isolated([sys.executable, "-c", "import time; time.sleep(30)"], part, 1)
