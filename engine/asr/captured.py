@@ -26,7 +26,7 @@ from foresay.engine.llm.cuda_graphs import graph_pool, make_pass
 EXACT_ROWS = (32,)  # one shape: a draft chain of 24 plus the pending tokens fits one pass
 
 
-class _SlotCache(DynamicCache):
+class SlotCache(DynamicCache):
     """Self-attention keys and values written in place at the pass's buffer slots."""
 
     def __init__(self, layers: int, shape: tuple, dtype, device):
@@ -44,8 +44,8 @@ class _SlotCache(DynamicCache):
         return 0  # positions are always passed explicitly
 
 
-class _Shape:
-    def __init__(self, owner: "CapturedDecoder", rows: int):
+class PassShape:
+    def __init__(self, owner: "StaticPasses", rows: int):
         device = owner.device
         self.rows = rows
         self.ids = torch.zeros((1, rows), dtype=torch.long, device=device)
@@ -55,7 +55,43 @@ class _Shape:
         self.run = make_pass(partial(owner._forward, self), device, owner.pool, capture=owner.graphs)
 
 
-class CapturedDecoder:
+class StaticPasses:
+    """Fixed-shape passes over static self-attention buffers: `run` pads a pass to the smallest
+    row count that holds it and masks, over the whole buffer, what each row may see. Subclasses
+    build `self_cache` (a SlotCache), `shapes`, `length`, `rows`, `device`, `dtype` and
+    `_forward`. `slot_offset` entries at the start of the buffers (a prefilled context) come
+    before slot 0 of every pass and are seen by every row."""
+
+    slot_offset = 0
+    max_positions: int
+
+    @torch.inference_mode()
+    def run(self, tokens: Sequence[int], positions: Sequence[int], first_slot: int,
+            allowed: torch.Tensor) -> torch.Tensor:
+        """One pass: `tokens` at `positions`, written at slots first_slot..; `allowed` [n, first_slot + n]
+        says which slots each row sees. Returns float32 logits [n, vocab]."""
+        n, offset = len(tokens), self.slot_offset
+        fitting = [r for r in self.rows if r >= n]
+        if not fitting:
+            raise AsrError(f"internal: a {n}-token decoder pass exceeds the captured {max(self.rows)} rows")
+        shape = self.shapes[fitting[0]]
+        rows = shape.rows
+        if offset + first_slot + rows > self.length:
+            raise AsrError(f"the decoder sequence would exceed {self.max_positions} tokens")
+        mask = torch.zeros((rows, self.length), dtype=torch.bool)
+        mask[:n, :offset] = True
+        mask[:n, offset:offset + first_slot + n] = allowed
+        pad = torch.arange(n, rows)
+        mask[pad, offset + first_slot + pad] = True  # a padding row sees itself: no empty softmax
+        bias = torch.zeros((rows, self.length), dtype=self.dtype).masked_fill(~mask, torch.finfo(self.dtype).min)
+        shape.mask[0, 0].copy_(bias)
+        shape.ids[0].copy_(torch.tensor(list(tokens) + [0] * (rows - n)))
+        shape.positions[0].copy_(torch.tensor([offset + p for p in positions] + [0] * (rows - n)))
+        shape.slots.copy_(torch.arange(offset + first_slot, offset + first_slot + rows))
+        return shape.run()[:n].float()
+
+
+class CapturedDecoder(StaticPasses):
     """One Whisper's decoder with static buffers and captured passes."""
 
     def __init__(self, model, rows: tuple[int, ...] = EXACT_ROWS, audio_frames: int | None = None):
@@ -71,7 +107,7 @@ class CapturedDecoder:
         self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
         self.pool = graph_pool(self.device)
         with torch.inference_mode():
-            self.self_cache = _SlotCache(layers, (1, heads, self.length, head_dim), self.dtype, self.device)
+            self.self_cache = SlotCache(layers, (1, heads, self.length, head_dim), self.dtype, self.device)
             cross = DynamicCache()
             blank = torch.zeros((1, heads, frames, head_dim), dtype=self.dtype, device=self.device)
             for i in range(layers):
@@ -81,7 +117,7 @@ class CapturedDecoder:
             self.cache.is_updated = {i: True for i in range(layers)}
             self.cross = cross
             self.encoder_stub = torch.zeros((1, 1, config.d_model), dtype=self.dtype, device=self.device)
-            self.shapes = {r: _Shape(self, r) for r in self.rows}
+            self.shapes = {r: PassShape(self, r) for r in self.rows}
         self.loaded: torch.Tensor | None = None
 
     @torch.inference_mode()
@@ -101,49 +137,31 @@ class CapturedDecoder:
             self.cross.layers[i].values.copy_(v)
         self.loaded = encoder_out
 
-    def _forward(self, shape: _Shape) -> torch.Tensor:
+    def _forward(self, shape: PassShape) -> torch.Tensor:
         self.self_cache.write_at = shape.slots
         hidden = self.model.model.decoder(
             input_ids=shape.ids, encoder_hidden_states=self.encoder_stub, past_key_values=self.cache,
             position_ids=shape.positions, attention_mask=shape.mask, use_cache=True).last_hidden_state
         return self.model.proj_out(hidden)[0]
 
-    @torch.inference_mode()
-    def run(self, tokens: Sequence[int], positions: Sequence[int], first_slot: int,
-            allowed: torch.Tensor) -> torch.Tensor:
-        """One pass: `tokens` at `positions`, written at slots first_slot..; `allowed` [n, first_slot + n]
-        says which slots each row sees. Returns float32 logits [n, vocab]."""
-        n = len(tokens)
-        fitting = [r for r in self.rows if r >= n]
-        if not fitting:
-            raise AsrError(f"internal: a {n}-token decoder pass exceeds the captured {max(self.rows)} rows")
-        shape = self.shapes[fitting[0]]
-        rows = shape.rows
-        if first_slot + rows > self.length:
-            raise AsrError(f"the decoder sequence would exceed {self.max_positions} tokens")
-        mask = torch.zeros((rows, self.length), dtype=torch.bool)
-        mask[:n, :first_slot + n] = allowed
-        pad = torch.arange(n, rows)
-        mask[pad, first_slot + pad] = True  # a padding row sees itself: no empty softmax
-        bias = torch.zeros((rows, self.length), dtype=self.dtype).masked_fill(~mask, torch.finfo(self.dtype).min)
-        shape.mask[0, 0].copy_(bias)
-        shape.ids[0].copy_(torch.tensor(list(tokens) + [0] * (rows - n)))
-        shape.positions[0].copy_(torch.tensor(list(positions) + [0] * (rows - n)))
-        shape.slots.copy_(torch.arange(first_slot, first_slot + rows))
-        return shape.run()[:n].float()
-
 
 class StaticCursor(DecoderCursor):
-    """DecoderCursor's surface over a CapturedDecoder (one cursor per decoder at a time)."""
+    """DecoderCursor's surface over static passes (one cursor per decoder at a time): a Whisper's
+    CapturedDecoder with the window's encoder output, or an LLM recognizer's captured decoder
+    (engine/asr/llm/captured.py) with its prefilled context."""
 
-    def __init__(self, captured: CapturedDecoder, encoder_out: torch.Tensor) -> None:
+    def __init__(self, captured: StaticPasses, source: torch.Tensor) -> None:
         self.model = captured.model
-        self.encoder_out = encoder_out
+        self.encoder_out = source
         self.captured = captured
-        captured.load(encoder_out)
+        captured.load(source)
         self.cached: list[int] = []
         self.passes = 0
         self._tree_nodes = 0
+
+    @property
+    def max_positions(self) -> int:
+        return self.captured.max_positions
 
     def extend(self, tokens: Sequence[int]) -> torch.Tensor:
         self._no_open_tree()
@@ -179,10 +197,11 @@ class StaticCursor(DecoderCursor):
     def keep_path(self, nodes: Sequence[int]) -> None:
         past = len(self.cached)
         if nodes:
-            source = torch.tensor([past + i for i in nodes], device=self.captured.device)
+            first = self.captured.slot_offset + past
+            source = torch.tensor([first + i for i in nodes], device=self.captured.device)
             for buffers in (self.captured.self_cache.keys, self.captured.self_cache.values):
                 for buffer in buffers:
-                    buffer[:, :, past:past + len(nodes)] = buffer.index_select(2, source)
+                    buffer[:, :, first:first + len(nodes)] = buffer.index_select(2, source)
         self.cached.extend(self._tree_tokens[i] for i in nodes)
         self._tree_nodes = 0
 

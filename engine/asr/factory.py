@@ -127,11 +127,17 @@ def _build_llm_backend(config: AsrConfig, backend: str) -> AsrBackend:
     from foresay.engine.asr.llm.backends import LlmGreedyBackend, LlmSpecAsrBackend
     from foresay.engine.asr.llm.models import LlmAsrModelConfig, load_llm_asr
 
-    def load(name: str):
-        return load_llm_asr(LlmAsrModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
-                                              attention=config.attention, language=config.language,
-                                              fixture_root=config.fixture_root))
+    def load(name: str, target: bool = True):
+        loaded = load_llm_asr(LlmAsrModelConfig(name, device=config.device, dtype=config.torch_dtype_name(),
+                                                attention=config.attention, language=config.language,
+                                                fixture_root=config.fixture_root))
+        from foresay.engine.llm.cuda_graphs import static_passes_supported
+        if target and loaded.device.type == "cuda" and static_passes_supported():  # asr/llm/captured.py
+            from foresay.engine.asr.llm.captured import attach
+            attach(loaded.model)  # drafts keep the dynamic cache: the target decides every token
+        return loaded
 
     if backend == "llm-greedy":
         return LlmGreedyBackend(load(config.target), config.limits, config.context)
-    return LlmSpecAsrBackend(load(config.target), load(config.draft), config.spec, config.limits, config.context)
+    return LlmSpecAsrBackend(load(config.target), load(config.draft, target=False), config.spec, config.limits,
+                             config.context)

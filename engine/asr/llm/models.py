@@ -24,6 +24,7 @@ import torch
 from tokenizers import Tokenizer
 
 from foresay.engine.asr.errors import AsrError, IncompatibleModels, InvalidAsrConfig, InvalidAudio
+from foresay.engine.asr.cursor import CacheCursor
 from foresay.engine.asr.llm.cursor import LlmCursor
 from foresay.engine.asr.whisper.models import ATTENTIONS, DTYPES, SAMPLE_RATE, check_audio
 from foresay.engine.errors import ModelUnavailable
@@ -183,10 +184,19 @@ class LoadedLlmAsr:
         return torch.cat([embed(before), audio_embeds.to(self.model.dtype), embed(after)])
 
     def cursor(self, audio_embeds: torch.Tensor, prompt: Sequence[int] = (), model=None,
-               draft: bool = False) -> LlmCursor:
+               draft: bool = False) -> CacheCursor:
         """A decoder cursor with the audio and prompt prefilled (`model`: a stand-in decoder
-        sharing this one's embeddings, for tests; `draft`: a drafting cursor, see LlmCursor)."""
-        return LlmCursor(model if model is not None else self.model, self.context(audio_embeds, prompt), draft)
+        sharing this one's embeddings, for tests; `draft`: a drafting cursor, see LlmCursor).
+        A model with a captured decoder (`engine/asr/llm/captured.py`) decodes through it, unless
+        drafting or its context does not fit there."""
+        model = model if model is not None else self.model
+        context = self.context(audio_embeds, prompt)
+        captured = getattr(model, "foresay_captured", None)
+        if captured is not None and not draft and captured.fits(context):
+            from foresay.engine.asr.captured import StaticCursor
+
+            return StaticCursor(captured, context)
+        return LlmCursor(model, context, draft)
 
 
 def encode_both(target: LoadedLlmAsr, draft: LoadedLlmAsr, audio: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
