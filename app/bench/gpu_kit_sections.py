@@ -22,7 +22,6 @@ REQUEST_TEXT = "Could you remind me to water the plants in the garden at two thi
 ZONOS_REASON = ("Zonos is not importable: it is not on PyPI, and `packaging/gpu_kit.sh prepare` carries it only "
                 "when FORESAY_ZONOS_SOURCE names a checkout (or git directory) of its repository; "
                 "`foresay bench tts --engine zonos` measures it where Zonos is installed")
-ZONOS_FRAME_MS = 1000 * 512 / 44100  # one codec frame of audio: the step real time allows
 
 
 # Characters per second of the simulated speaker in the dry run: PredGen works while the user
@@ -348,68 +347,12 @@ def streams(kit: Kit) -> dict:
 
 
 def zonos(kit: Kit) -> dict:
-    """Zonos v0.1 transformer with random weights at its real shapes (`zonos_random`), through
-    Foresay's engine: load and warm-up time, first chunk cold and from a prepared sentence, RTF,
-    and the generation step against the one frame of audio (11.6 ms) it must keep up with."""
-    import asyncio
+    """Zonos v0.1 transformer with random weights at its real shapes, through Foresay's engine
+    (`zonos_timing`)."""
     import importlib.util
 
     if importlib.util.find_spec("zonos") is None:
         raise Skipped(ZONOS_REASON)
-    from foresay.app.bench.tts import DEFAULT_TEXT, measure
-    from foresay.app.bench.zonos_random import offline_zonos, random_zonos_folder
-    from foresay.engine.tts.zonos import ZonosConfig, ZonosEngine
+    from foresay.app.bench.zonos_timing import time_random_zonos
 
-    folder = random_zonos_folder(kit.work / "zonos-random", small=kit.small)
-
-    def figures(compile: bool | None) -> dict:
-        # random weights rarely end a sentence: every synthesis runs to max_seconds
-        config = ZonosConfig(model="transformer", model_id=str(folder), device=kit.device, compile=compile,
-                             max_seconds=0.5 if kit.small else 3.0)
-        engine = ZonosEngine(config)
-        started = time.perf_counter()
-        asyncio.run(engine.warmup())
-        warmup_s = time.perf_counter() - started
-        steps_ms = _zonos_steps(engine, DEFAULT_TEXT)
-        result = asdict(asyncio.run(measure(engine, DEFAULT_TEXT, repeats=1 if kit.small else 2)))
-        step = statistics.median(steps_ms)
-        result.update(model=f"Zonos-v0.1-transformer shapes, random weights{' (small)' if kit.small else ''}",
-                      compiled=engine.use_compile, load_and_warmup_s=round(warmup_s, 1),
-                      step_ms=round(step, 3), step_p90_ms=round(statistics.quantiles(steps_ms, n=10)[-1], 3),
-                      frame_ms=round(ZONOS_FRAME_MS, 2), step_vs_frame=round(step / ZONOS_FRAME_MS, 3),
-                      steps_timed=len(steps_ms))
-        return result
-
-    with offline_zonos(kit.small):
-        try:
-            return figures(compile=None)  # Zonos compiles its decode step on CUDA
-        except Exception as exc:  # a compile that fails here: record why, and time it uncompiled
-            failed = f"{type(exc).__name__}: {exc}"[:1000]
-            gc.collect()
-            result = figures(compile=False)
-            result["compiled_error"] = failed
-            return result
-
-
-def _zonos_steps(engine, text: str) -> list[float]:
-    """Milliseconds between consecutive generation steps of one synthesis (the first ten left
-    out: prefill and warm-up)."""
-    import torch
-
-    model = engine.backend.model
-    stamps: list[float] = []
-
-    def on_step(frame, step: int, max_steps: int) -> bool:
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        stamps.append(time.perf_counter())
-        return True
-
-    model.generate(prefix_conditioning=engine.conditioning(text, engine.config.voice),
-                   max_new_tokens=engine.max_new_tokens, cfg_scale=engine.config.cfg_scale, batch_size=1,
-                   sampling_params=dict(min_p=engine.config.min_p), progress_bar=False,
-                   disable_torch_compile=not engine.use_compile, callback=on_step)
-    gaps = [1000 * (b - a) for a, b in zip(stamps, stamps[1:])][10:]
-    if len(gaps) < 2:
-        raise RuntimeError(f"Zonos generated {len(stamps)} steps; too few to time")
-    return gaps
+    return time_random_zonos(kit.device, kit.small, kit.work)
