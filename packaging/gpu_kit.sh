@@ -101,7 +101,9 @@ run() {
     local out=${OUT:-$PWD/test-output/gpu-kit}
     mkdir -p "$out"
     [ -d "$KIT" ] || { echo "gpu_kit: no $KIT folder: run 'bash packaging/gpu_kit.sh prepare' here and carry .whl" >&2; exit 1; }
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$KIT"/*.whl
+    local wheels=("$KIT"/*.whl)
+    [ -d "$KIT/zonos/src" ] && wheels+=("$KIT"/zonos/wheels/*.whl)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}"
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     python3 -m pip install -q --no-deps --no-build-isolation -e .
     if ! command -v espeak-ng >/dev/null && [ -x "$KIT/espeak/bin/espeak-ng" ]; then
@@ -111,8 +113,6 @@ run() {
         export LD_LIBRARY_PATH="$PWD/$KIT/espeak/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
     if [ -d "$KIT/zonos/src" ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-            "$KIT"/zonos/wheels/*.whl
         export PYTHONPATH="$PWD/$KIT/zonos/src:$PYTHONPATH"
     fi
     export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -121,21 +121,7 @@ run() {
         "$@" 2>&1 | tee "$out/gpu_kit.log"
 }
 
-dry_carry_zonos() {  # the zonos package of a checkout or a git directory, its revision beside it
-    local source=$1 dest=$2
-    mkdir -p "$dest/src"
-    if [ -d "$source/zonos" ]; then
-        cp -r "$source/zonos" "$dest/src/"
-        git -C "$source" rev-parse HEAD >"$dest/revision" 2>/dev/null || echo unknown >"$dest/revision"
-    else
-        git --git-dir="$source" archive HEAD zonos | tar -x -C "$dest/src"
-        git --git-dir="$source" rev-parse HEAD >"$dest/revision"
-    fi
-    find "$dest/src" -name '__pycache__' -prune -exec rm -rf {} +
-    [ -f "$dest/src/zonos/model.py" ] || { echo "gpu_kit: no zonos/model.py in $source" >&2; exit 1; }
-}
-
-run() {
+dry_run() {
     local out=${OUT:-$PWD/test-output/gpu-kit} python=.venv/bin/python
     [ -x "$python" ] || python=python3
     mkdir -p "$out"

@@ -159,6 +159,20 @@ def test_the_kit_carries_zonos_from_a_git_directory_or_a_checkout(tmp_path):
     assert broken.returncode != 0
 
 
+def test_each_verb_of_the_kit_script_runs_its_own_step(tmp_path):
+    """`run` without a carried kit stops at once with what to do (it does not run another step)."""
+    (tmp_path / "packaging").mkdir()
+    (tmp_path / "packaging" / "gpu_kit.sh").write_text((ROOT / "packaging" / "gpu_kit.sh").read_text())
+    script = tmp_path / "packaging" / "gpu_kit.sh"
+    done = subprocess.run(["bash", str(script), "run"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "OUT": str(tmp_path / "out")})
+    assert done.returncode == 1 and "no .whl folder" in done.stderr and "gpu kit]" not in done.stdout
+    usage = subprocess.run(["bash", str(script), "unknown"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "prepare | run [ARGS] | dry-run [ARGS]" in usage.stderr
+    names = re.findall(r"^([a-z_]+)\(\) \{", script.read_text(), flags=re.M)
+    assert len(names) == len(set(names)) and {"prepare", "run", "dry_run", "carry_espeak", "carry_zonos"} <= set(names)
+
+
 def test_a_hung_or_crashed_section_becomes_an_error_entry(tmp_path):
     part = tmp_path / "part.json"
     hung = gpu_kit.run_isolated([sys.executable, "-c", "import time; time.sleep(30)"], part, 1)
