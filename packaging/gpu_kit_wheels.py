@@ -55,14 +55,19 @@ def missing_from_image(names, image: set[str]) -> list[str]:
     return [name for name in names if normalized(name) not in image]
 
 
-def carried(image: set[str] | None = None) -> list[str]:
-    """The distributions to carry; a name the image already has is an error (two versions of one
-    package would stop the install on the GPU machine)."""
+def none_in_image(names, image: set[str] | None = None) -> list[str]:
+    """`names`, as a list; a name the image already has is an error (two versions of one package
+    would stop the install on the GPU machine)."""
     image = image_packages() if image is None else image
-    present = [name for name in CARRIED if name not in missing_from_image([name], image)]
+    present = [name for name in names if name not in missing_from_image([name], image)]
     if present:
         raise SystemExit(f"gpu_kit_wheels: {', '.join(present)} already in the GPU image; do not carry them")
-    return list(CARRIED)
+    return list(names)
+
+
+def carried(image: set[str] | None = None) -> list[str]:
+    """The distributions to carry."""
+    return none_in_image(CARRIED, image)
 
 
 def requirements(names: list[str]) -> list[str]:
@@ -86,12 +91,8 @@ def _pip_download(dest: Path, pins: list[str]) -> None:
 
 
 def zonos_carried(image: set[str] | None = None) -> list[str]:
-    """Zonos's pinned dependencies to carry (NAME==VERSION); as `carried`, none may be in the image."""
-    image = image_packages() if image is None else image
-    present = [name for name in ZONOS_CARRIED if name not in missing_from_image([name], image)]
-    if present:
-        raise SystemExit(f"gpu_kit_wheels: {', '.join(present)} already in the GPU image; do not carry them")
-    return [f"{name}=={version}" for name, version in ZONOS_CARRIED.items()]
+    """Zonos's pinned dependencies to carry (NAME==VERSION)."""
+    return [f"{name}=={ZONOS_CARRIED[name]}" for name in none_in_image(ZONOS_CARRIED, image)]
 
 
 def download_zonos(dest: Path) -> list[Path]:
