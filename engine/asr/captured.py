@@ -65,6 +65,16 @@ class StaticPasses:
     slot_offset = 0
     max_positions: int
 
+    def __init__(self, model, rows: tuple[int, ...], slots: int):
+        """Room for `slots` buffer entries besides the rows of the largest pass (scratch while
+        capturing), rounded up to 16."""
+        self.model, self.rows = model, tuple(sorted(rows))
+        self.device, self.dtype = model.device, model.dtype
+        self.length = -(-(slots + max(self.rows)) // 16) * 16
+        self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
+        self.pool = graph_pool(self.device)
+        self.loaded: torch.Tensor | None = None
+
     @torch.inference_mode()
     def run(self, tokens: Sequence[int], positions: Sequence[int], first_slot: int,
             allowed: torch.Tensor) -> torch.Tensor:
@@ -96,16 +106,12 @@ class CapturedDecoder(StaticPasses):
 
     def __init__(self, model, rows: tuple[int, ...] = EXACT_ROWS, audio_frames: int | None = None):
         config = model.config
-        self.model, self.rows = model, tuple(sorted(rows))
-        self.device, self.dtype = model.device, model.dtype
         self.max_positions = int(config.max_target_positions)
-        self.length = -(-(self.max_positions + max(self.rows)) // 16) * 16
+        super().__init__(model, rows, self.max_positions)
         heads = config.decoder_attention_heads
         head_dim = config.d_model // heads
         frames = audio_frames or int(config.max_source_positions)
         layers = config.decoder_layers
-        self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
-        self.pool = graph_pool(self.device)
         with torch.inference_mode():
             self.self_cache = SlotCache(layers, (1, heads, self.length, head_dim), self.dtype, self.device)
             cross = DynamicCache()
@@ -118,7 +124,6 @@ class CapturedDecoder(StaticPasses):
             self.cross = cross
             self.encoder_stub = torch.zeros((1, 1, config.d_model), dtype=self.dtype, device=self.device)
             self.shapes = {r: PassShape(self, r) for r in self.rows}
-        self.loaded: torch.Tensor | None = None
 
     @torch.inference_mode()
     def load(self, encoder_out: torch.Tensor) -> None:

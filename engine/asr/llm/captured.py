@@ -17,7 +17,6 @@ import torch
 
 from foresay.engine.asr.captured import EXACT_ROWS, PassShape, SlotCache, StaticPasses
 from foresay.engine.asr.errors import AsrError
-from foresay.engine.llm.cuda_graphs import graph_pool
 
 CONTEXT_POSITIONS = 1024  # audio embeddings and prompt: a 30 s window gives 390 audio positions
 TEXT_POSITIONS = 448      # transcript tokens after the context, as a Whisper decoder holds
@@ -30,21 +29,15 @@ class CapturedLlmDecoder(StaticPasses):
     def __init__(self, model, rows: tuple[int, ...] = EXACT_ROWS, context_positions: int = CONTEXT_POSITIONS,
                  text_positions: int = TEXT_POSITIONS):
         config = model.config.text_config
-        self.model, self.rows = model, tuple(sorted(rows))
-        self.device, self.dtype = model.device, model.dtype
         room = int(config.max_position_embeddings)
-        self.context_positions = min(context_positions, room - max(self.rows))
+        self.context_positions = min(context_positions, room - max(rows))
         self.max_positions = min(text_positions, room - self.context_positions)
-        self.length = -(-(self.context_positions + self.max_positions + max(self.rows)) // 16) * 16
+        super().__init__(model, rows, self.context_positions + self.max_positions)
         attention = model.model.language_model.layers[0].self_attn
         shape = (1, config.num_key_value_heads, self.length, attention.head_dim)
-        self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
-        self.pool = graph_pool(self.device)
         with torch.inference_mode():
             self.self_cache = SlotCache(config.num_hidden_layers, shape, self.dtype, self.device)
             self.shapes = {r: PassShape(self, r) for r in self.rows}
-        self.loaded: torch.Tensor | None = None
-        self.slot_offset = 0
 
     def fits(self, context: torch.Tensor) -> bool:
         return int(context.shape[0]) <= self.context_positions
