@@ -2,7 +2,7 @@
 
 `random_zonos_folder(dest, small)` writes a model folder that `ZonosConfig(model_id=FOLDER)` loads
 through Foresay's own path: the transformer checkpoint's config.json and a model.safetensors that
-holds no tensor, so Zonos's loader keeps the freshly initialized weights. `offline_codec(small)`
+holds no tensor, so Zonos's loader keeps the freshly initialized weights. `offline_zonos(small)`
 gives Zonos a randomly initialized DAC 44.1 kHz codec of the real layout in place of the one it
 fetches from the hub. Random weights give costs, not speech: such a model rarely ends on its own,
 so generation runs to `ZonosConfig.max_seconds`.

@@ -66,10 +66,7 @@ def _steps(engine, text: str) -> list[float]:
         stamps.append(time.perf_counter())
         return True
 
-    model.generate(prefix_conditioning=engine.conditioning(text, engine.config.voice),
-                   max_new_tokens=engine.max_new_tokens, cfg_scale=engine.config.cfg_scale, batch_size=1,
-                   sampling_params=dict(min_p=engine.config.min_p), progress_bar=False,
-                   disable_torch_compile=not engine.use_compile, callback=on_step)
+    engine.generate(text, engine.config.voice, on_step)
     gaps = [1000 * (b - a) for a, b in zip(stamps, stamps[1:])][10:]
     if len(gaps) < 2:
         raise RuntimeError(f"Zonos generated {len(stamps)} steps; too few to time")

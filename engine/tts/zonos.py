@@ -142,7 +142,7 @@ class ZonosJob(SegmentJob):
             self._engine.turns.give()
 
     def _generate(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
-        engine, model = self._engine, self._engine.backend.model
+        engine = self._engine
         n_q = engine.n_codebooks
         decoder = StreamingDecoder(engine.decode_codes, engine.config.decode)
         rate = engine.sample_rate
@@ -166,11 +166,7 @@ class ZonosJob(SegmentJob):
                     engine.turns.take(urgent=sink.released)
             return go_on
 
-        codes = model.generate(
-            prefix_conditioning=engine.conditioning(segment.text, self._voice),
-            max_new_tokens=engine.max_new_tokens, cfg_scale=engine.config.cfg_scale, batch_size=1,
-            sampling_params=dict(min_p=engine.config.min_p), progress_bar=False,
-            disable_torch_compile=not engine.use_compile, callback=on_step)
+        codes = engine.generate(segment.text, self._voice, on_step)
         if sink.cancelled:
             return False
         codes = codes.masked_fill(codes >= engine.token_limit, 0)
@@ -223,6 +219,14 @@ class ZonosEngine(TtsEngine):
 
     def decode_codes(self, codes) -> np.ndarray:
         return self._model().autoencoder.decode(codes)[0, 0].float().cpu().numpy()
+
+    def generate(self, text: str, voice: ZonosVoice, on_step: Callable[[object, int, int], bool]):
+        """Zonos's codes for `text` (called in the worker, holding the model); `on_step(frame, step,
+        max_steps)` after each step, generation stopping when it returns False."""
+        return self._model().generate(
+            prefix_conditioning=self.conditioning(text, voice), max_new_tokens=self.max_new_tokens,
+            cfg_scale=self.config.cfg_scale, batch_size=1, sampling_params=dict(min_p=self.config.min_p),
+            progress_bar=False, disable_torch_compile=not self.use_compile, callback=on_step)
 
     def conditioning(self, text: str, voice: ZonosVoice):
         """Zonos's prefix conditioning for one segment (called in the worker, holding the model)."""
