@@ -147,16 +147,18 @@ def test_the_kit_carries_zonos_from_a_git_directory_or_a_checkout(tmp_path):
         subprocess.run(git + args, check=True)
     revision = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     script = ROOT / "packaging" / "gpu_kit.sh"
+
+    def carry(source, dest, **kwargs):
+        return subprocess.run(["bash", "-c", f'source <(sed -n "/^carry_zonos()/,/^}}/p" {script}); '
+                               'carry_zonos "$0" "$1"', str(source), str(dest)], **kwargs)
+
     for name, source in (("checkout", repo), ("git-dir", repo / ".git")):
         dest = tmp_path / name
-        subprocess.run(["bash", "-c", f'source <(sed -n "/^carry_zonos()/,/^}}/p" {script}); carry_zonos "$0" "$1"',
-                        str(source), str(dest)], check=True)
+        carry(source, dest, check=True)
         assert (dest / "src" / "zonos" / "backbone" / "_torch.py").is_file()
         assert not (dest / "src" / "README.md").exists()
         assert (dest / "revision").read_text().strip() == revision
-    broken = subprocess.run(["bash", "-c", f'source <(sed -n "/^carry_zonos()/,/^}}/p" {script}); carry_zonos "$0" "$1"',
-                             str(tmp_path), str(tmp_path / "none")], capture_output=True, text=True)
-    assert broken.returncode != 0
+    assert carry(tmp_path, tmp_path / "none", capture_output=True).returncode != 0
 
 
 def test_each_verb_of_the_kit_script_runs_its_own_step(tmp_path):
