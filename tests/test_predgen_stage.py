@@ -97,23 +97,58 @@ def test_baseline_stage_ignores_partials(tiny_lm):
     assert isinstance(events[-1], ReplyDone)
 
 
-def test_speculation_yields_while_the_asr_decodes(tiny_lm):
+async def _first_update(stage):
+    """Wait (briefly) until the stage's turn has recorded a transcript update."""
+    for _ in range(500):
+        if stage.turn is not None and stage.turn.updates:
+            return stage.turn.updates[-1]
+        await asyncio.sleep(0.01)
+    raise AssertionError("the partial was never verified")
+
+
+def test_speculation_yields_while_the_asr_decodes_and_goes_on_when_it_is_done(tiny_lm):
+    """After a voice pause no partial comes for the rest of the silence: the draft must still get
+    its first sentence once the decode is done, without a newer transcript."""
     gate = ComputeGate()
     stage, bus, events = wired(Conversation(tiny_lm), gate=gate)
 
     async def main():
         with gate.claim():  # an ASR decode holds the processor (or waits for it)
-            bus.emit(PartialTranscript(1, 0.0, 1, "what is the", "weather"))
-            await stage.settle()
-        yielded = stage.turn.updates[-1]
-        bus.emit(PartialTranscript(1, 0.0, 2, "what is the weather", "in"))
+            bus.emit(PartialTranscript(1, 0.0, 1, "what is the weather", "in"))
+            yielded = await _first_update(stage)
+            await asyncio.sleep(0.05)
+            held = len(stage.turn.draft)
+        await stage.settle()  # the decode is done; no newer partial comes
+        stage.close()
+        return yielded, held, stage.turn.updates[-1]
+
+    yielded, held, resumed = asyncio.run(main())
+    assert yielded.passes == 1 and yielded.draft_after == 1 and yielded.yielded  # verification only
+    assert held == 1   # nothing drafted while the gate was held
+    assert resumed.revision == 1 and resumed.draft_after > 1 and not resumed.yielded
+    assert any(isinstance(e, FirstSentenceReady) and e.revision == 1 for e in events)
+
+
+def test_yielded_speculation_stops_for_the_final_transcript(tiny_lm):
+    """A final transcript answers at once, even while urgent work still holds the gate."""
+    gate = ComputeGate()
+    stage, bus, events = wired(Conversation(tiny_lm), gate=gate)
+
+    async def main():
+        with gate.claim():
+            bus.emit(PartialTranscript(1, 0.0, 1, "what is the weather", "in"))
+            await _first_update(stage)
+            bus.emit(FinalTranscript(1, 0.0, "what is the weather in Paris"))
+            for _ in range(500):
+                if any(isinstance(e, ReplyDone) for e in events):
+                    break
+                await asyncio.sleep(0.01)
         await stage.settle()
         stage.close()
-        return yielded, stage.turn.updates[-1]
 
-    yielded, free = asyncio.run(main())
-    assert yielded.passes == 1 and yielded.draft_after == 1   # verification only, no extension
-    assert free.draft_after > 1
+    asyncio.run(main())
+    assert any(isinstance(e, ReplyDone) for e in events)
+    assert [u.revision for u in stage.turn.updates] == [1]   # the old draft was not extended again
 
 
 def test_a_transcript_of_marks_alone_is_not_answered_and_stops_no_reply(tiny_lm):

@@ -6,7 +6,10 @@ is produced sentence by sentence, each a `SentenceReady` event, then `ReplyDone`
 reply's playback ends (`ReplyHeard`), the turn enters the history as far as the user heard it
 and `TurnClosed` says what entered. All model work runs on the stage's worker thread, in order;
 no model is touched on the event loop. Speculation yields to urgent work on the shared compute
-gate (an ASR decode): it stops extending its draft, and the next partial resumes it.
+gate (an ASR decode, Smart Turn): it stops extending its draft, and goes on once the gate is free
+or with the next partial, whichever comes first. After the voice pauses no partial may come for
+the rest of the silence: a draft left unfinished there would meet the end of the turn without its
+first sentence, whose audio is then synthesized after the end.
 
 Two requests are two turns, and nothing the user said is dropped. Whether new voice goes on
 with a turn (`TurnResumed`: the same turn speculates again) or starts a new one (`SpeechStarted`)
@@ -58,6 +61,7 @@ def says_more(transcript: str, answered: str) -> bool:
 
 
 CLOSE_WAIT_STEPS = 200  # of 10 ms: how long a new answer waits for an earlier reply's playback to stop
+GATE_POLL_S = 0.005     # how often yielded speculation looks whether urgent work is done
 
 
 class PredGenStage(Stage):
@@ -94,6 +98,7 @@ class PredGenStage(Stage):
         self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
         self._held: TurnResumed | None = None  # a resumed turn whose playing reply waits on its words
         self._held_heard: ReplyHeard | None = None  # its playback's end, closed once the hold resolves
+        self._finals = 0                      # final transcripts received: yielded speculation stops at one
 
     # --- the stage contract ------------------------------------------------------------------
 
@@ -108,6 +113,7 @@ class PredGenStage(Stage):
                 self._stop_held(event.t)
             self._on_partial(event)
         elif isinstance(event, FinalTranscript):
+            self._finals += 1
             if self._is_held(event.turn_id):
                 if not says_more(event.text, self._reply_text):
                     self._keep_held()
@@ -174,6 +180,7 @@ class PredGenStage(Stage):
                 return self._turn_for(event.turn_id).update(text, event.revision, should_stop=should_stop)
             if self._unspeculated == event.turn_id:
                 continue
+            finals = self._finals
             try:
                 record = await self.run_in_worker(update)
             except ForesayError as exc:  # e.g. the LLM server failed: this turn replies without speculating
@@ -186,6 +193,18 @@ class PredGenStage(Stage):
                 self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
                                        record.accepted, record.p_end_of_turn or 0.0,
                                        record.accepted_text, record.rejected_text, record.new_text, until))
+            if record.yielded and await self._gate_freed(finals):
+                self._newest = event  # nothing newer came: go on drafting on the same transcript
+
+    async def _gate_freed(self, finals: int) -> bool:
+        """Wait while urgent work holds the shared processor; True once it is free, False as soon
+        as a newer transcript or a final transcript makes going on with the old draft moot."""
+        while True:
+            if self._newest is not None or self._finals != finals:
+                return False
+            if self.gate is None or not self.gate.should_yield():
+                return True
+            await asyncio.sleep(GATE_POLL_S)
 
     async def _speculated(self) -> None:
         """Wait until every partial received so far has been processed (or dropped as stale)."""

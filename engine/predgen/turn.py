@@ -63,6 +63,7 @@ class UpdateRecord:
     accepted_text: str = ""  # the kept part of the old draft (draft_text starts with it)
     rejected_text: str = ""  # the old draft's tail that verification dropped
     new_text: str = ""       # what was drafted after the kept part
+    yielded: bool = False    # extension stopped for urgent work before the draft was ready
 
 
 @dataclass(frozen=True)
@@ -279,11 +280,12 @@ class PredGenTurn:
         stop = should_stop or (lambda: False)
         while not self._speculation_done() and not stop() and self.state.newest_revision == revision:
             self._step()
+        yielded = not self._speculation_done() and self.state.newest_revision == revision
         self._announce_first_sentence(revision)
         draft, decode = self.draft, self.lm.decode
         record = UpdateRecord(revision, verified, False, accepted, before, len(draft),
                               self.lm.stats.passes - passes0, self.state.p_end_of_turn, decode(draft),
-                              decode(old[:accepted]), decode(old[accepted:]), decode(draft[accepted:]))
+                              decode(old[:accepted]), decode(old[accepted:]), decode(draft[accepted:]), yielded)
         self.state.updates.append(record)
         return record
 
