@@ -62,7 +62,8 @@ class HangoverPolicy:
     def heard(self, turn_id: int, revision: int, steady: bool) -> None:
         pass
 
-    def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None) -> None:
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None,
+                       number: bool = False) -> None:
         pass
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:

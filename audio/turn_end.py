@@ -29,7 +29,12 @@
   writes no full stop after a digit string or a card name said with a final fall, where Smart
   Turn hears the end. A cue that hears the voice run on does not lower it: it already lengthens
   the wait through the fused estimate (below), and counted twice it held whole requests that
-  Whisper had closed with a sure full stop ("Why is the sky blue?" at 0.93) to `open_sentence_s`;
+  Whisper had closed with a sure full stop ("Why is the sky blue?" at 0.93) to `open_sentence_s`.
+  After a number in digits (`number=True`: "dial 555-0199", "my PIN is 4729") a Whisper writes no
+  sentence end, finished or not (P 0.15-0.34 after every whole request of the turn sets that
+  ended in one): there the judgment is not made (`sentence_end_after_number` False), and the
+  fused estimate alone sets the wait. A number that may go on ("call 0 7 7 0 0") is the LLM's to
+  judge, and the cue's;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - an audio model's cue (`audio_cue(turn_id, p, audio_until_t)`, from `AudioTurnCue`: Smart Turn
   reading the turn's last 8 s at each voice pause): how the words were said, where the LLM reads
@@ -82,6 +87,8 @@ class TurnEndConfig:
         `sentence_end_p` (0: the recognizer alone says whether the sentence ended).
     cue_wait_s: when an audio cue is expected, the shortest wait while the current pause's cue has
         not answered (verdict "hearing the voice"), between `complete_s` and `incomplete_s`.
+    sentence_end_after_number: judge the sentence end of a transcript that ends in a number in
+        digits as any other (False: the recognizer's punctuation says nothing there).
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.47 s)
@@ -100,6 +107,7 @@ class TurnEndConfig:
     cue_weight: float = 0.5
     cue_sentence_weight: float = 0.5  # of the cue's log-odds beside Whisper's P(sentence end)
     cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
+    sentence_end_after_number: bool = False
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
@@ -138,7 +146,8 @@ class TurnEndDecision(HangoverPolicy):
         self._last_voiced_t: float | None = None
         self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
         self._checking: set[int] = set()  # revisions of this turn whose steadiness check is under way
-        self._sentence: dict[int, tuple[bool, float | None]] = {}  # revision -> (". ? !" written, its P)
+        self._sentence: dict[int, tuple[bool, float | None, bool]] = {}  # revision -> (". ? !" written,
+                                                                          # its P, ends in a number)
         self._cue: tuple[float, float] | None = None  # the audio cue: (p, audio heard until)
 
     # --- inputs -------------------------------------------------------------------------------
@@ -173,10 +182,11 @@ class TurnEndDecision(HangoverPolicy):
         else:
             self._unsteady.add(revision)
 
-    def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None) -> None:
+    def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None,
+                       number: bool = False) -> None:
         if turn_id != self._turn_id:
             return
-        self._sentence[revision] = (ended, None if p is None else min(1.0, max(0.0, float(p))))
+        self._sentence[revision] = (ended, None if p is None else min(1.0, max(0.0, float(p))), number)
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         if turn_id == self._turn_id:
@@ -203,7 +213,9 @@ class TurnEndDecision(HangoverPolicy):
         mark and P(sentence end), lifted by the audio cue's log-odds when it heard an end at this
         pause."""
         c = self.config
-        ended, p = self._sentence.get(self._revision, (True, None))
+        ended, p, number = self._sentence.get(self._revision, (True, None, False))
+        if number and not c.sentence_end_after_number:
+            return False
         if p is None or c.sentence_end_p <= 0:
             return not ended
         cue = self._fresh_cue() if c.cue_sentence_weight > 0 else None

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from foresay.engine.events import (AudioTurnCue, DraftUpdated, EndOfTurnEstimate, Event, PausedTranscript,
                                    PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
-from foresay.engine.sentences import ends_sentence
+from foresay.engine.sentences import ends_in_number, ends_sentence
 
 from .blocks import SAMPLE_RATE
 from .hangover import FixedHangover, HangoverPolicy
@@ -200,7 +200,8 @@ class TurnTaking:
         if not self.use_estimates:
             return
         if text.strip():
-            self.policy.sentence_ended(turn_id, revision, ends_sentence(text), p_sentence_end)
+            self.policy.sentence_ended(turn_id, revision, ends_sentence(text), p_sentence_end,
+                                       number=ends_in_number(text))
         if rechecking:
             self.policy.rechecking(turn_id, revision)
 

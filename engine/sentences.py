@@ -48,6 +48,14 @@ your
 SENTENCE_ENDS = (".", "?", "!", *_CJK_TERMINATORS)
 
 
+def ends_in_number(text: str) -> bool:
+    """Whether a transcript's last word is a number written in digits ("dial 555-0199", "4729."):
+    a Whisper writes no sentence end after one, finished or not, so its punctuation says nothing
+    there about the end of the request."""
+    last = text.rstrip().rstrip("".join(sorted(set(".?!,;:…") | set(_CJK_TERMINATORS))))
+    return last[-1:].isdigit()
+
+
 def ends_sentence(text: str) -> bool:
     """Whether a whole transcript ends a sentence: its last mark is . ? or ! (an ellipsis trails
     off). The recognizer's punctuation, read by the end-of-turn decision and the recognizer evals."""

@@ -1,6 +1,6 @@
 import pytest
 
-from foresay.engine.sentences import (SentenceSplitter, SplitterConfig, first_sentence,
+from foresay.engine.sentences import (ends_in_number, SentenceSplitter, SplitterConfig, first_sentence,
                                       split_sentences)
 
 CASES = [
@@ -93,3 +93,11 @@ def test_a_late_end_is_capped_as_when_found_token_by_token():
     assert got == batch
     assert all(len(s) <= 60 for s in batch)
     assert " ".join(batch).split() == text.split()
+
+
+@pytest.mark.parametrize("text, number", [
+    ("dial 555-0199", True), ("My PIN is 4729.", True), ("Call 0 7 7 0 0", True), ("It is 12?", True),
+    ("at 5 p.m.", False), ("10%", False), ("the 3rd", False), ("Call my brother.", False), ("", False),
+])
+def test_a_transcript_that_ends_in_a_number_in_digits(text, number):
+    assert ends_in_number(text) is number

@@ -230,3 +230,31 @@ def test_a_turn_past_its_longest_length_ends_between_words():
     with pytest.raises(ValueError, match="still open"):
         tt.onset(20.0)
         tt.onset(21.0)
+
+
+def _ended_after(text: str, p_sentence_end: float, p_end_of_turn: float, decision=DECISION) -> float:
+    """Seconds from the last voiced frame to the end, for one request whose pause transcript is
+    `text` (with the recognizer's P(sentence end)) and whose estimate is `p_end_of_turn`."""
+    tt = TurnTaking(TurnEndDecision(decision), TurnTakingConfig())
+    run = Run(tt)
+    run.frames(1.2, True)
+
+    def on_event(e):
+        if isinstance(e, VoicePaused):
+            tt.feed(PausedTranscript(e.turn_id, e.t, 1, text, audio_until_t=e.t, p_sentence_end=p_sentence_end))
+            tt.feed(DraftUpdated(e.turn_id, e.t, 1, "", 0, p_end_of_turn, audio_until_t=e.t))
+    run.frames(1.5, False, on_event)
+    [end] = run.of(TurnEnded)
+    return end.t - end.last_voiced_t
+
+
+def test_after_a_number_the_recognizers_punctuation_does_not_hold_the_turn():
+    """Whisper writes no full stop after "dial 555-0199" whether or not the request is finished
+    (P(sentence end) 0.15-0.34 after whole requests): a request the LLM finds finished ends at the
+    short wait, where words without a sentence end wait `open_sentence_s`; a number the LLM finds
+    unfinished still waits."""
+    assert _ended_after("Dial 555-0199", 0.2, 0.999) == pytest.approx(DECISION.complete_s, abs=F)
+    assert _ended_after("Call my brother", 0.2, 0.999) == pytest.approx(DECISION.open_sentence_s, abs=F)
+    assert _ended_after("Call 0 7 7 0 0", 0.02, 0.02) == pytest.approx(DECISION.incomplete_s, abs=F)
+    judged = TurnEndConfig(**{**DECISION.__dict__, "sentence_end_after_number": True})
+    assert _ended_after("Dial 555-0199", 0.2, 0.999, judged) == pytest.approx(DECISION.open_sentence_s, abs=F)
