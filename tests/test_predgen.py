@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -194,6 +196,27 @@ def test_first_sentence_hook_fires_on_change(tiny_lm):
     assert fired
     assert all(a[1] != b[1] for a, b in zip(fired, fired[1:]))  # only changes are announced
     assert fired[-1][1] == turn.record.first_sentence
+
+
+def test_the_estimate_comes_before_the_draft_is_extended_and_the_sentence_before_its_margin(tiny_lm):
+    """The end-of-turn decision gets P(end of turn) from the verification pass itself, not after
+    the extension steps; the first sentence goes to the TTS once its end is confirmed, not after
+    the `margin_tokens` drafted past it."""
+    seen = []
+    config = replace(CONFIG, margin_tokens=8, max_draft_tokens=40)
+    turn = PredGenTurn(Conversation(tiny_lm), config,
+                       on_first_sentence=lambda text, revision: seen.append(("sentence", len(turn.draft), text)))
+    record = turn.update("could you tell me about the weather in Paris", 1,
+                         on_verified=lambda r: seen.append(("verified", r)))
+    (kind, verified), *rest = seen
+    assert kind == "verified" and verified.passes == 1 and verified.draft_after == 1
+    assert verified.p_end_of_turn == record.p_end_of_turn is not None
+    [(_, drafted, sentence)] = [s for s in rest if s[0] == "sentence"]
+    assert drafted < record.draft_after  # announced before the margin was drafted
+    assert turn.draft_text().startswith(sentence)
+    again = []
+    turn.update("could you tell me about the weather in Paris", 1, on_verified=again.append)
+    assert again == []                    # the same prompt: no verification pass, nothing to say
 
 
 def test_history_reuse_matches_cold_start(tiny_lm):

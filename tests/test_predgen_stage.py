@@ -151,6 +151,24 @@ def test_yielded_speculation_stops_for_the_final_transcript(tiny_lm):
     assert [u.revision for u in stage.turn.updates] == [1]   # the old draft was not extended again
 
 
+def test_the_estimate_is_sent_before_the_draft_is_extended(tiny_lm):
+    """P(end of turn) comes from the verification pass: the decision gets it before the
+    extension steps, and once more with the extended draft."""
+    stage, bus, events = wired(Conversation(tiny_lm))
+
+    async def main():
+        bus.emit(PartialTranscript(1, 0.0, 1, "could you tell me about the weather in", "Paris"))
+        await stage.settle()
+        stage.close()
+
+    asyncio.run(main())
+    kinds = [type(e) for e in events if isinstance(e, (DraftUpdated, FirstSentenceReady))]
+    assert kinds[0] is DraftUpdated and FirstSentenceReady in kinds and kinds[-1] is DraftUpdated
+    first, last = [e for e in events if isinstance(e, DraftUpdated)]
+    assert first.revision == last.revision == 1 and first.p_end_of_turn == last.p_end_of_turn
+    assert len(first.draft) < len(last.draft)
+
+
 def test_a_transcript_of_marks_alone_is_not_answered_and_stops_no_reply(tiny_lm):
     """A recognizer writes "." or ". . ." over a noise it could not read: nothing was said. The
     reply still playing plays on, and the turn closes as empty."""

@@ -36,7 +36,7 @@ from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSe
                                    ReplyKept, ReplyStarted, SentenceReady, SpeechStarted, StatusMessage, TurnClosed,
                                    TurnResumed)
 from foresay.engine.predgen.conversation import Conversation
-from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord
+from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord, UpdateRecord
 from foresay.engine.predgen.verifiers import Verifier
 from foresay.engine.sequences import words
 from foresay.engine.stage import Stage
@@ -175,9 +175,15 @@ class PredGenStage(Stage):
             if not text or event.turn_id == self._reply_turn and not self._is_held(event.turn_id):
                 continue
             should_stop = self.gate.should_yield if self.gate is not None else None
+            verified: list[UpdateRecord] = []
+
+            def on_verified(record: UpdateRecord, event=event) -> None:  # the worker thread
+                verified.append(record)
+                self.emit_from_worker(self._draft_updated(event, record))
 
             def update():
-                return self._turn_for(event.turn_id).update(text, event.revision, should_stop=should_stop)
+                return self._turn_for(event.turn_id).update(text, event.revision, should_stop=should_stop,
+                                                            on_verified=on_verified)
             if self._unspeculated == event.turn_id:
                 continue
             finals = self._finals
@@ -188,13 +194,17 @@ class PredGenStage(Stage):
                 self.emit(StatusMessage(0, self.clock(), f"speculation stopped for this turn: {exc}", "warning"))
                 continue
             paused = isinstance(event, PausedTranscript)  # its estimate matters even when no pass ran
-            if not record.stale and (record.passes or paused and record.p_end_of_turn is not None):
-                until = event.audio_until_t if isinstance(event, PausedTranscript) else None
-                self.emit(DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text,
-                                       record.accepted, record.p_end_of_turn or 0.0,
-                                       record.accepted_text, record.rejected_text, record.new_text, until))
+            drafted = record.passes > (verified[0].passes if verified else 0)  # beyond what was sent
+            if not record.stale and (drafted or paused and not verified and record.p_end_of_turn is not None):
+                self.emit(self._draft_updated(event, record))
             if record.yielded and await self._gate_freed(finals):
                 self._newest = event  # nothing newer came: go on drafting on the same transcript
+
+    def _draft_updated(self, event: PartialTranscript | PausedTranscript, record: UpdateRecord) -> DraftUpdated:
+        until = event.audio_until_t if isinstance(event, PausedTranscript) else None
+        return DraftUpdated(event.turn_id, self.clock(), event.revision, record.draft_text, record.accepted,
+                            record.p_end_of_turn or 0.0, record.accepted_text, record.rejected_text,
+                            record.new_text, until)
 
     async def _gate_freed(self, finals: int) -> bool:
         """Wait while urgent work holds the shared processor; True once it is free, False as soon

@@ -259,9 +259,13 @@ class PredGenTurn:
         self.state.p_end_of_turn = torch.softmax(row, -1)[prompt.ids[prompt.end_of_message]].item()
 
     def update(self, partial_text: str, revision: int,
-               should_stop: Callable[[], bool] | None = None) -> UpdateRecord:
+               should_stop: Callable[[], bool] | None = None,
+               on_verified: Callable[[UpdateRecord], None] | None = None) -> UpdateRecord:
         """Verify the draft against a partial transcript, then extend it in bounded steps.
 
+        `on_verified(record)` is called once the verification pass has read P(end of turn), before
+        any extension step: the end-of-turn decision need not wait for the draft. The first
+        sentence is announced as soon as its end is confirmed, not after the margin past it.
         Extension stops between steps once `should_stop()` says so or a newer revision was
         announced.
         """
@@ -277,17 +281,24 @@ class PredGenTurn:
         prompt = self.conv.prompt(partial_text)
         verified = self.state.prompt is None or prompt.ids != self.state.prompt.ids
         accepted = self._verify(prompt) if verified else before
+        if verified and on_verified is not None:
+            on_verified(self._update_record(revision, verified, accepted, old, passes0, yielded=False))
         stop = should_stop or (lambda: False)
         while not self._speculation_done() and not stop() and self.state.newest_revision == revision:
             self._step()
+            self._announce_first_sentence(revision)
         yielded = not self._speculation_done() and self.state.newest_revision == revision
         self._announce_first_sentence(revision)
-        draft, decode = self.draft, self.lm.decode
-        record = UpdateRecord(revision, verified, False, accepted, before, len(draft),
-                              self.lm.stats.passes - passes0, self.state.p_end_of_turn, decode(draft),
-                              decode(old[:accepted]), decode(old[accepted:]), decode(draft[accepted:]), yielded)
+        record = self._update_record(revision, verified, accepted, old, passes0, yielded)
         self.state.updates.append(record)
         return record
+
+    def _update_record(self, revision: int, verified: bool, accepted: int, old: list[int], passes0: int,
+                       yielded: bool) -> UpdateRecord:
+        draft, decode = self.draft, self.lm.decode
+        return UpdateRecord(revision, verified, False, accepted, len(old), len(draft),
+                            self.lm.stats.passes - passes0, self.state.p_end_of_turn, decode(draft),
+                            decode(old[:accepted]), decode(old[accepted:]), decode(draft[accepted:]), yielded)
 
     def finalize(self, final_text: str, arrived_at: float | None = None,
                  baseline: bool = False) -> TurnRecord:
