@@ -26,8 +26,9 @@ class PredGenConfig:
     """
     max_new_tokens: the reply is cut after this many tokens.
     max_draft_tokens: speculation stops extending a draft at this length.
-    margin_tokens: tokens drafted past the end of the draft's first sentence, so the end of that
-        sentence is confirmed (a sentence ends only once the next word is seen).
+    margin_tokens: tokens drafted past the end of the draft's first sentence. The sentence is
+        announced as soon as its end is confirmed (a sentence ends only once the next word is
+        seen); the margin gives the next verification more of the reply to keep.
     tts_latency_s: time a TTS needs for the first sentence's first audio, used for the
         audio-latency figure when no TTS is attached.
     splitter: sentence splitting rules.
