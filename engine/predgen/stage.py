@@ -98,7 +98,7 @@ class PredGenStage(Stage):
         self._unspeculated: int | None = None  # a turn whose speculation failed (answered plainly)
         self._held: TurnResumed | None = None  # a resumed turn whose playing reply waits on its words
         self._held_heard: ReplyHeard | None = None  # its playback's end, closed once the hold resolves
-        self._finals = 0                      # final transcripts received: yielded speculation stops at one
+        self._finals: dict[int, int] = {}     # turn -> final transcripts received (yielded speculation stops at one)
 
     # --- the stage contract ------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ class PredGenStage(Stage):
                 self._stop_held(event.t)
             self._on_partial(event)
         elif isinstance(event, FinalTranscript):
-            self._finals += 1
+            self._finals[event.turn_id] = self._finals.get(event.turn_id, 0) + 1
             if self._is_held(event.turn_id):
                 if not says_more(event.text, self._reply_text):
                     self._keep_held()
@@ -186,7 +186,7 @@ class PredGenStage(Stage):
                                                             on_verified=on_verified)
             if self._unspeculated == event.turn_id:
                 continue
-            finals = self._finals
+            finals = self._finals.get(event.turn_id, 0)
             try:
                 record = await self.run_in_worker(update)
             except ForesayError as exc:  # e.g. the LLM server failed: this turn replies without speculating
@@ -197,7 +197,7 @@ class PredGenStage(Stage):
             drafted = record.passes > (verified[0].passes if verified else 0)  # beyond what was sent
             if not record.stale and (drafted or paused and not verified and record.p_end_of_turn is not None):
                 self.emit(self._draft_updated(event, record))
-            if record.yielded and await self._gate_freed(finals):
+            if record.yielded and await self._gate_freed(event.turn_id, finals):
                 self._newest = event  # nothing newer came: go on drafting on the same transcript
 
     def _draft_updated(self, event: PartialTranscript | PausedTranscript, record: UpdateRecord) -> DraftUpdated:
@@ -206,11 +206,11 @@ class PredGenStage(Stage):
                             record.p_end_of_turn or 0.0, record.accepted_text, record.rejected_text,
                             record.new_text, until)
 
-    async def _gate_freed(self, finals: int) -> bool:
+    async def _gate_freed(self, turn_id: int, finals: int) -> bool:
         """Wait while urgent work holds the shared processor; True once it is free, False as soon
         as a newer transcript or a final transcript makes going on with the old draft moot."""
         while True:
-            if self._newest is not None or self._finals != finals:
+            if self._newest is not None or self._finals.get(turn_id, 0) != finals:
                 return False
             if self.gate is None or not self.gate.should_yield():
                 return True
