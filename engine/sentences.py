@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 _CJK_TERMINATORS = "。！？"  # end a sentence without a following space
+_TRAILING_MARKS = ".?!,;:…" + _CJK_TERMINATORS  # what may follow a transcript's last word
 _CLOSERS = "\"')]}»”’"
 _OPENERS = "\"'([{«“‘"
 # Titles and other words written before a name: their dot never ends a sentence.
@@ -52,7 +53,7 @@ def ends_in_number(text: str) -> bool:
     """Whether a transcript's last word is a number written in digits ("dial 555-0199", "4729."):
     a Whisper writes no sentence end after one, finished or not, so its punctuation says nothing
     there about the end of the request."""
-    last = text.rstrip().rstrip("".join(sorted(set(".?!,;:…") | set(_CJK_TERMINATORS))))
+    last = text.rstrip().rstrip(_TRAILING_MARKS)
     return last[-1:].isdigit()
 
 
