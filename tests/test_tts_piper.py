@@ -53,6 +53,22 @@ async def test_streamed_windows_equal_each_sentence_decoded_at_once(piper_model)
         assert 0.02 < float(np.sqrt(np.mean(streamed ** 2))) < 0.5
 
 
+def test_the_cut_graph_speaks_as_the_whole_graph_and_its_flow_runs_in_windows(piper_model):
+    import onnxruntime
+
+    assert piper_model.flow is not None  # the voice's flow was told apart from its prior
+    whole_graph = onnxruntime.InferenceSession(str(piper_model.files.model), providers=["CPUExecutionProvider"])
+    [ids] = piper_model.phoneme_ids(LONG)
+    uncut = whole_graph.run(None, piper_model._inputs(ids, STILL))[0].reshape(-1)
+    cut = piper_model.decode(*piper_model.encode(ids, STILL))
+    assert cut.size == uncut.size and np.abs(cut - uncut).max() < 1e-4
+
+    latent, _ = piper_model.latent(ids, STILL)
+    frames = latent.frames
+    pieces = np.concatenate([latent.read(0, 40), latent.read(30, 100)[:, :, 10:], latent.read(100, frames)], axis=-1)
+    assert np.array_equal(pieces, piper_model.encode(ids, STILL)[0])
+
+
 @run_async
 async def test_a_long_first_sentence_starts_with_a_short_chunk(piper_model):
     chunks = await collect(_engine(piper_model).prepare(LONG))

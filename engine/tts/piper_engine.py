@@ -1,10 +1,11 @@
 """Piper: the CPU voice (VITS exported to ONNX, 22.05 kHz for most voices).
 
-Each sentence runs the encoder once (its latent frames, prosody of the whole sentence), then the
-decoder over windows of those frames through a `StreamingDecoder`: each window decodes a little
-context either side and the joins are cross-faded, so the streamed audio equals the sentence
-decoded at once (to ~1e-5 with the default context). The first window is short, so a long first
-sentence's first audio waits for its encoder pass and one small window only. Between windows the
+Each sentence runs the prior once (prosody of the whole sentence), then the flow and the decoder
+over windows of its frames: the flow as the decoder reads them (`LatentFrames`), the decoder
+through a `StreamingDecoder`. Each decoder window decodes a little context either side and the
+joins are cross-faded, so the streamed audio equals the sentence decoded at once (to ~1e-5 with
+the default context). The first window is short, so a long first sentence's first audio waits for
+its prior, the flow over its first frames and one small decoder window only. Between windows the
 job asks the sink whether to go on: that is the hold point and where a cancel takes effect.
 Preparations take turns on the model, a streamed one first, so Piper uses one core at a time."""
 from __future__ import annotations
@@ -71,17 +72,19 @@ class PiperJob(SegmentJob):
         for n, ids in enumerate(sentences):
             if n and not sink.proceed():
                 return False
-            latent, extra = self._on_model(sink, lambda: model.encode(ids, self._style))
             if model.decoder is None:
-                self._emit(latent.reshape(-1), segment, index, sink)
+                audio, _ = self._on_model(sink, lambda: model.encode(ids, self._style))
+                self._emit(audio.reshape(-1), segment, index, sink)
                 continue
+            latent, extra = self._on_model(sink, lambda: model.latent(ids, self._style))
             decoder = StreamingDecoder(lambda frames: model.decode(frames, extra), self._engine.windows)
-            total = latent.shape[-1]
-            read = lambda a, b: latent[:, :, a:b]  # noqa: E731
+            total = latent.frames
             while True:
                 wanted = decoder.frames_needed()
-                chunks = self._on_model(sink, lambda: decoder.advance(wanted, read) if wanted < total
-                                        else decoder.finish(total, read))
+                # the flow in a turn of its own: a streamed preparation waits for one step, not two
+                self._on_model(sink, lambda: latent.compute(min(wanted, total)))
+                chunks = self._on_model(sink, lambda: decoder.advance(wanted, latent.read) if wanted < total
+                                        else decoder.finish(total, latent.read))
                 for audio in chunks:
                     self._emit(audio, segment, index, sink)
                 if wanted >= total:

@@ -1,11 +1,15 @@
-"""A loaded Piper voice, its VITS graph cut in two: the encoder (text encoder, durations, flow: the
-whole sentence's latent frames at once) and the decoder (HiFi-GAN: latent frames to audio, 256
-samples a frame), so the decoder can run over windows of frames and the first audio of a long
-sentence need not wait for the sentence's end.
+"""A loaded Piper voice, its VITS graph cut in three: the prior (text encoder, durations: the whole
+sentence's prior frames at once), the flow (prior frames to latent frames) and the decoder
+(HiFi-GAN: latent frames to audio, 256 samples a frame), so the first audio of a long sentence
+waits for the prior, the flow over its first frames and one decoder window, not for the sentence.
 
-The cut is the input of the decoder's first convolution (`dec.conv_pre`), found by its weight's
-name, which every Piper export shares. Without the `onnx` package, or for a graph without that
-layer, the whole model runs per sentence (`decoder` is None)."""
+The flow's couplings are convolutions of limited reach (4 couplings of 4 layers with kernel 5:
+32 frames each side), so the flow run over a window with that much context equals the flow run
+over the whole sentence (`LatentFrames`). The decoder's cut is the input of its first
+convolution (`dec.conv_pre`), found by its weight's name, and the flow is the `/flow/` scope that
+every Piper export shares. Without the `onnx` package, or for a graph without that layer, the
+whole model runs per sentence (`decoder` is None); for a graph whose flow cannot be told apart,
+the flow runs with the prior over the whole sentence (`flow` is None)."""
 from __future__ import annotations
 
 import json
@@ -20,6 +24,8 @@ from foresay.engine.tts.piper_voices import VoiceFiles
 log = logging.getLogger(__name__)
 
 DECODER_WEIGHT = "dec.conv_pre.weight"
+FLOW_SCOPE = "/flow/"
+FLOW_CONTEXT_FRAMES = 32  # the flow's reach either side (see the module)
 
 
 @dataclass(frozen=True)
@@ -41,8 +47,19 @@ class PiperStyle:
             raise InvalidTtsConfig(f"Piper speaker must be a non-negative id, got {self.speaker}")
 
 
-def split_graph(model_path) -> tuple[bytes, bytes, str] | None:
-    """(encoder, decoder, name of the latent tensor between them), or None when it cannot be cut."""
+@dataclass(frozen=True)
+class GraphParts:
+    """A Piper graph cut for streaming: serialized ONNX models and the tensors between them."""
+    encoder: bytes                  # phoneme ids -> the decoder's input, or the flow's inputs where `flow` is set
+    decoder: bytes                  # the decoder's input (and "sid") -> audio
+    latent: str                     # the decoder's input: latent frames times the frame mask
+    flow: bytes | None = None       # (prior frames, frame mask) -> latent frames
+    flow_inputs: tuple[str, str] = ("", "")  # names of the prior frames and of the frame mask
+
+
+def split_graph(model_path) -> GraphParts | None:
+    """The graph cut before its decoder (and its flow where it can be told apart), or None when
+    it cannot be cut."""
     try:
         import onnx
         from onnx.utils import Extractor
@@ -61,9 +78,75 @@ def split_graph(model_path) -> tuple[bytes, bytes, str] | None:
         return None
     inputs = [i.name for i in graph.input]
     extractor = Extractor(graph_model)
-    encoder = extractor.extract_model(inputs, [cut])
     decoder = extractor.extract_model([cut] + [n for n in inputs if n == "sid"], [o.name for o in graph.output])
-    return encoder.SerializeToString(), decoder.SerializeToString(), cut
+    flow = _flow_tensors(graph, cut)
+    if flow is None:
+        log.info("%s: no separable flow; it runs with the prior over each whole sentence", model_path)
+        return GraphParts(extractor.extract_model(inputs, [cut]).SerializeToString(), decoder.SerializeToString(), cut)
+    prior, mask, out = flow
+    return GraphParts(extractor.extract_model(inputs, [prior, mask]).SerializeToString(), decoder.SerializeToString(),
+                      cut, extractor.extract_model([prior, mask], [out]).SerializeToString(), (prior, mask))
+
+
+def _flow_tensors(graph, cut: str) -> tuple[str, str, str] | None:
+    """(prior frames, frame mask, flow output) where the decoder's input is the flow's output times
+    the mask and the flow reads nothing else from outside (a multi-speaker voice's flow also reads
+    the speaker: None, it is not cut)."""
+    producer = {o: n for n in graph.node for o in n.output}
+    multiply = producer.get(cut)
+    if multiply is None or multiply.op_type != "Mul" or len(multiply.input) != 2:
+        return None
+    out, mask = multiply.input
+    if out not in producer or not producer[out].name.startswith(FLOW_SCOPE):
+        return None
+    downstream = set()  # tensors computed from a node of the flow's scope (the exporter leaves some unnamed)
+    for node in graph.node:  # topological order
+        if node.name.startswith(FLOW_SCOPE) or downstream.intersection(node.input):
+            downstream.update(node.output)
+    flow_nodes, wanted = [], {out}
+    for node in reversed(graph.node):
+        if wanted.intersection(node.output) and set(node.output) <= downstream:
+            flow_nodes.append(node)
+            wanted.update(node.input)
+    constants = {i.name for i in graph.initializer}
+    entering = {i for node in flow_nodes for i in node.input if i and i not in downstream and i not in constants}
+    if len(entering) != 2 or mask not in entering:
+        return None
+    [prior] = entering - {mask}
+    return prior, mask, out
+
+
+class LatentFrames:
+    """A sentence's latent frames, the flow run over them as they are read: the first read runs it
+    over the frames asked for, a later one over all the rest, each with `FLOW_CONTEXT_FRAMES` of
+    context either side, so the first window's audio does not wait for the flow over the whole
+    sentence. The frames equal the flow run over the sentence at once."""
+
+    def __init__(self, prior: np.ndarray, mask: np.ndarray, flow=None) -> None:
+        """`flow(prior, mask) -> latent` over a window of frames; None: `prior` is the latent already."""
+        self.frames = int(prior.shape[-1])
+        self._prior, self._mask, self._flow = prior, mask, flow
+        self._latent = prior if flow is None else np.empty_like(prior)
+        self._done = self.frames if flow is None else 0  # frames [0, done) are computed
+
+    def read(self, start: int, end: int) -> np.ndarray:
+        """Latent frames [start, end) as (1, channels, frames)."""
+        if not 0 <= start <= end <= self.frames:
+            raise ValueError(f"latent frames [{start}, {end}) are outside the sentence's {self.frames}")
+        self.compute(end)
+        return self._latent[:, :, start:end]
+
+    def compute(self, end: int) -> None:
+        """Runs the flow so that frames [0, end) are ready (a later call: through the last frame)."""
+        if end > self._done:
+            self._run_flow(end if not self._done and end + FLOW_CONTEXT_FRAMES < self.frames else self.frames)
+
+    def _run_flow(self, end: int) -> None:
+        lo, hi = max(0, self._done - FLOW_CONTEXT_FRAMES), min(self.frames, end + FLOW_CONTEXT_FRAMES)
+        mask = np.ascontiguousarray(self._mask[:, :, lo:hi])
+        latent = self._flow(np.ascontiguousarray(self._prior[:, :, lo:hi]), mask) * mask
+        self._latent[:, :, self._done:end] = latent[:, :, self._done - lo:end - lo]
+        self._done = end
 
 
 class PiperModel:
@@ -87,10 +170,13 @@ class PiperModel:
                 raise InvalidTtsConfig(f"{files.model} is not a usable Piper voice: {str(exc).splitlines()[0]}") from None
 
         parts = split_graph(files.model)
+        self.flow = self._flow_inputs = None
         if parts is None:
             self.encoder, self.decoder, self._latent = session(str(files.model)), None, ""
         else:
-            self.encoder, self.decoder, self._latent = session(parts[0]), session(parts[1]), parts[2]
+            self.encoder, self.decoder, self._latent = session(parts.encoder), session(parts.decoder), parts.latent
+            if parts.flow is not None:
+                self.flow, self._flow_inputs = session(parts.flow), parts.flow_inputs
         names = {i.name for i in self.encoder.get_inputs()}
         if not {"input", "input_lengths", "scales"} <= names:
             raise InvalidTtsConfig(f"{files.model} is not a Piper voice: its inputs are {sorted(names)}")
@@ -124,12 +210,26 @@ class PiperModel:
             args["sid"] = np.array([c.default_speaker_id if style.speaker is None else style.speaker], dtype=np.int64)
         return args
 
+    def latent(self, ids: list[int], style: PiperStyle) -> tuple[LatentFrames, dict]:
+        """A sentence's latent frames, the flow run over them as they are read, and what the
+        decoder also needs."""
+        if self.decoder is None:
+            raise TtsUnavailable("this Piper voice's graph was not cut: it has no separate decoder")
+        args = self._inputs(ids, style)
+        extra = {k: v for k, v in args.items() if k == "sid"}
+        if self.flow is None:
+            return LatentFrames(self.encoder.run(None, args)[0], None), extra
+        prior, mask = self.encoder.run(list(self._flow_inputs), args)
+        names = self._flow_inputs
+        return LatentFrames(prior, mask, lambda p, m: self.flow.run(None, {names[0]: p, names[1]: m})[0]), extra
+
     def encode(self, ids: list[int], style: PiperStyle) -> tuple[np.ndarray, dict]:
         """Latent frames (1, channels, frames) of a sentence, and what the decoder also needs;
         without a split, the sentence's audio (1, 1, samples) instead."""
-        args = self._inputs(ids, style)
-        latent = self.encoder.run(None, args)[0]
-        return latent, {k: v for k, v in args.items() if k == "sid"}
+        if self.decoder is None:
+            return self.encoder.run(None, self._inputs(ids, style))[0], {}
+        latent, extra = self.latent(ids, style)
+        return latent.read(0, latent.frames), extra
 
     def decode(self, latent: np.ndarray, extra: dict) -> np.ndarray:
         if self.decoder is None:
