@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from foresay.app.bench.turns import Observed, Recording, TruthTurn, read_set, score
@@ -124,6 +125,10 @@ def test_the_decision_alone_recovers_every_cutoff_and_loses_no_word(two_recordin
     for rec in report["recordings"]:
         assert len({turn for turn, _, _ in rec["ends"]}) == 1    # one turn, however often resumed
         assert rec["ends"][-1][1] > rec["truth_end_s"][0]         # its end after all of its speech
+        [delay] = rec["endpoint_delay_ms"]                        # one per truth turn: its last end's delay
+        assert abs(delay - 1000 * (rec["ends"][-1][1] - rec["truth_end_s"][0])) < 1.0
+    delays = [d for rec in report["recordings"] for d in rec["endpoint_delay_ms"]]
+    assert abs(report["endpoint_delay_ms"]["median"] - float(np.median(delays))) < 1.0
     truth = read_set(two_recordings)[0].turns[0].text
     assert report["recordings"][0]["heard"] == [truth]            # the complete request, word for word
     assert report["speculative_ms"]["median"] is not None and report["asr_final_ms"]["median"] is not None
@@ -140,6 +145,12 @@ def test_merged_requests_and_unanswered_turns_are_counted():
     assert (score([rec], [merged])["merged_requests"], score([rec], [merged])["unanswered"]) == (1, 0)
     assert (score([rec], [separate])["merged_requests"], score([rec], [separate])["unanswered"]) == (0, 1)
     assert score([rec], [separate])["wer"] == 0
+    # per recording, one figure per truth turn: the merged found turn belongs to the first request
+    [merged_rec] = score([rec], [merged])["recordings"]
+    assert merged_rec["endpoint_delay_ms"] == [3800.0, None] and merged_rec["voice_to_voice_ms"] == [None, None]
+    separate.metrics[2] = {"voice_to_voice_ms": 400.0}
+    [separate_rec] = score([rec], [separate])["recordings"]
+    assert separate_rec["endpoint_delay_ms"] == [300.0, 300.0] and separate_rec["voice_to_voice_ms"] == [None, 400.0]
 
 
 def test_a_turn_that_heard_nothing_is_counted_and_adds_no_words():

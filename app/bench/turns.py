@@ -23,6 +23,10 @@ audio overlaps most.
   (words compared as `bench.wer` says: digit runs one digit a word);
   with `--whole-wer` also `wer_whole_request`: the same recognizer's decode of each request alone.
 
+The JSON's `recordings` hold, per recording, what the replay did (its ends, resumes, the words
+heard) and its own endpoint delay and voice-to-voice per truth turn (None where that turn was
+not found or not answered), so two runs can be compared request by request.
+
 Unpaced (`--fast`), the audio runs ahead of the wall clock: ASR final and voice-to-voice are then
 not reported (None); the endpoint figures are still exact for a fixed hangover, but an estimate
 of P(end of turn) arrives later in audio time than it would live.
@@ -158,16 +162,21 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
                 cut.add(owner[turn_id])
                 totals["recovered"] += any(r == turn_id and rt >= t for r, rt in resumed_after)
         totals["cut"] += len(cut)
+        turn_delays, turn_v2v = [], []  # per truth turn, None where it was not found or not answered
         for j, truth in enumerate(rec.turns):
             mine = [tid for tid, k in owner.items() if k == j]
             if not mine:
+                turn_delays.append(None)
+                turn_v2v.append(None)
                 continue
             last = max(mine, key=lambda tid: last_end[tid][0])
             t, last_voiced = last_end[last]
             delays.append(1000 * (t - truth.end_s))
+            turn_delays.append(round(delays[-1], 1))
             values = obs.metrics.get(last, {})
             if isinstance(values.get("voice_to_voice_ms"), (int, float)):
                 v2v.append(values["voice_to_voice_ms"] + 1000 * (last_voiced - truth.end_s))
+            turn_v2v.append(round(v2v[-1], 1) if isinstance(values.get("voice_to_voice_ms"), (int, float)) else None)
         finals_ms += [m["asr_final_ms"] for m in obs.metrics.values()
                       if isinstance(m.get("asr_final_ms"), (int, float))]
         ref = [w for tt in rec.turns for w in _words(tt.text)]
@@ -181,7 +190,8 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
                         "ends": [(tid, round(t, 3), round(lv, 3)) for tid, t, lv in obs.ends],
                         "resumed": [(tid, round(t, 3)) for tid, t in obs.resumed],
                         "kept": [(tid, round(t, 3)) for tid, t in obs.kept.items()],
-                        "heard": [last_final[tid] for tid in sorted(last_final)]})
+                        "heard": [last_final[tid] for tid in sorted(last_final)],
+                        "endpoint_delay_ms": turn_delays, "voice_to_voice_ms": turn_v2v})
     return {"turns_expected": sum(len(r.turns) for r in recordings), "turns_found": totals["found"],
             "premature_cutoffs": totals["premature"], "premature_recovered": totals["recovered"],
             "resumed": totals["resumed"], "requests_cut": totals["cut"], "merged_requests": totals["merged"],
