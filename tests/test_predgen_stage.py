@@ -2,8 +2,7 @@ import asyncio
 
 from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.events import (DraftUpdated, FinalTranscript, FirstSentenceReady, Interrupt,
-                                   PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard, ReplyStarted,
-                                   SentenceReady, TurnClosed, VoicePaused)
+                                   PartialTranscript, ReplyDone, ReplyHeard, ReplyStarted, SentenceReady, TurnClosed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.stage import PredGenStage, partial_prompt
 from foresay.engine.predgen.turn import PredGenConfig
@@ -128,57 +127,6 @@ def test_speculation_yields_while_the_asr_decodes_and_goes_on_when_it_is_done(ti
     assert held == 1   # nothing drafted while the gate was held
     assert resumed.revision == 1 and resumed.draft_after > 1 and not resumed.yielded
     assert any(isinstance(e, FirstSentenceReady) and e.revision == 1 for e in events)
-
-
-def test_at_the_pause_the_partial_is_drafted_whole_while_the_pause_decode_runs(tiny_lm):
-    """A partial's prompt leaves out its last word; at the voice pause the stage drafts on the
-    partial with it, without yielding to the pause decode, so a pause transcript that says the
-    same finds its reply's first sentence drafted and keeps the whole draft."""
-    gate = ComputeGate()
-    stage, bus, events = wired(Conversation(tiny_lm), gate=gate)
-
-    async def main():
-        with gate.claim():  # the pause decode holds the processor from before the pause
-            bus.emit(PartialTranscript(1, 0.0, 1, "what is the weather", "in Paris"))
-            await _first_update(stage)
-            bus.emit(VoicePaused(1, 0.1, last_voiced_t=0.0))
-            for _ in range(500):
-                if any(isinstance(e, FirstSentenceReady) for e in events):
-                    break
-                await asyncio.sleep(0.01)
-            drafted = [u for u in stage.turn.updates if u.revision == 1][-1]
-            ready_before_transcript = [e.text for e in events if isinstance(e, FirstSentenceReady)]
-        bus.emit(PausedTranscript(1, 0.3, revision=2, text="what is the weather in Paris", audio_until_t=0.1))
-        await stage.settle()
-        paused = stage.turn.updates[-1]
-        bus.emit(FinalTranscript(1, 0.4, "what is the weather in Paris"))
-        await stage.settle()
-        stage.close()
-        return drafted, ready_before_transcript, paused
-
-    drafted, ready, paused = asyncio.run(main())
-    assert drafted.draft_after > 1 and not drafted.yielded   # drafted while the gate was held
-    assert ready   # the first sentence was ready before the pause transcript came
-    assert paused.revision == 2 and paused.accepted == drafted.draft_after   # the whole draft held
-    assert [e.text for e in events if isinstance(e, SentenceReady)][0] == ready[0]   # and the reply begins so
-
-
-def test_no_pause_guess_without_a_word_left_out(tiny_lm):
-    gate = ComputeGate()
-    stage, bus, events = wired(Conversation(tiny_lm), gate=gate)
-
-    async def main():
-        with gate.claim():
-            bus.emit(PartialTranscript(1, 0.0, 1, "what is the weather in Paris", ""))
-            await _first_update(stage)
-            bus.emit(VoicePaused(1, 0.1, last_voiced_t=0.0))
-            await asyncio.sleep(0.1)
-            drafted = len(stage.turn.draft)
-        await stage.settle()
-        stage.close()
-        return drafted
-
-    assert asyncio.run(main()) == 1   # the prompt was whole already: speculation still yields
 
 
 def test_yielded_speculation_stops_for_the_final_transcript(tiny_lm):

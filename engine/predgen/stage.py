@@ -9,11 +9,7 @@ no model is touched on the event loop. Speculation yields to urgent work on the 
 gate (an ASR decode, Smart Turn): it stops extending its draft, and goes on once the gate is free
 or with the next partial, whichever comes first. After the voice pauses no partial may come for
 the rest of the silence: a draft left unfinished there would meet the end of the turn without its
-first sentence, whose audio is then synthesized after the end. And a partial's prompt leaves out
-its last word, which may still grow, so the pause transcript most often asks for more than the
-draft answers: at the pause (`VoicePaused`) the stage drafts on the newest partial with its last
-word (the pause guess), without yielding to the pause decode, on the core that decode leaves;
-when the pause transcript says the same, the reply's first sentence is drafted already.
+first sentence, whose audio is then synthesized after the end.
 
 Two requests are two turns, and nothing the user said is dropped. Whether new voice goes on
 with a turn (`TurnResumed`: the same turn speculates again) or starts a new one (`SpeechStarted`)
@@ -31,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 from typing import Callable
 
 from foresay.engine.compute_gate import ComputeGate
@@ -39,7 +34,7 @@ from foresay.engine.errors import ForesayError
 from foresay.engine.events import (DraftUpdated, Event, FinalTranscript, FirstSentenceReady, Interrupt,
                                    NewConversation, PartialTranscript, PausedTranscript, ReplyDone, ReplyHeard,
                                    ReplyKept, ReplyStarted, SentenceReady, SpeechStarted, StatusMessage, TurnClosed,
-                                   TurnResumed, VoicePaused)
+                                   TurnResumed)
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn, TurnRecord, UpdateRecord
 from foresay.engine.predgen.verifiers import Verifier
@@ -70,8 +65,8 @@ GATE_POLL_S = 0.005     # how often yielded speculation looks whether urgent wor
 
 
 class PredGenStage(Stage):
-    consumes = (SpeechStarted, PartialTranscript, PausedTranscript, VoicePaused, FinalTranscript, ReplyStarted,
-                ReplyHeard, Interrupt, TurnResumed, NewConversation)
+    consumes = (SpeechStarted, PartialTranscript, PausedTranscript, FinalTranscript, ReplyStarted, ReplyHeard,
+                Interrupt, TurnResumed, NewConversation)
     name = "language model"
     worker = "llm"
 
@@ -104,8 +99,6 @@ class PredGenStage(Stage):
         self._held: TurnResumed | None = None  # a resumed turn whose playing reply waits on its words
         self._held_heard: ReplyHeard | None = None  # its playback's end, closed once the hold resolves
         self._finals: dict[int, int] = {}     # turn -> final transcripts received (yielded speculation stops at one)
-        self._last_partial: PartialTranscript | None = None  # the newest transcript, while it is a partial
-        self._guess: PartialTranscript | None = None  # the pause guess: drafted without yielding
 
     # --- the stage contract ------------------------------------------------------------------
 
@@ -118,10 +111,7 @@ class PredGenStage(Stage):
         elif isinstance(event, (PartialTranscript, PausedTranscript)):
             if self._is_held(event.turn_id) and says_more(partial_prompt(event), self._reply_text):
                 self._stop_held(event.t)
-            self._last_partial = event if isinstance(event, PartialTranscript) else None
             self._on_partial(event)
-        elif isinstance(event, VoicePaused):
-            self._guess_at_pause(event)
         elif isinstance(event, FinalTranscript):
             self._finals[event.turn_id] = self._finals.get(event.turn_id, 0) + 1
             if self._is_held(event.turn_id):
@@ -178,21 +168,13 @@ class PredGenStage(Stage):
         if self._speculation is None or self._speculation.done():
             self._speculation = self.spawn(self._speculate())
 
-    def _guess_at_pause(self, pause: VoicePaused) -> None:
-        partial = self._last_partial
-        if partial is None or partial.turn_id != pause.turn_id or not partial.tentative.split() \
-                or self._is_held(pause.turn_id):
-            return
-        self._guess = replace(partial, committed=f"{partial.committed} {partial.tentative}", tentative="")
-        self._on_partial(self._guess)
-
     async def _speculate(self) -> None:
         while self._newest is not None:
             event, self._newest = self._newest, None
             text = partial_prompt(event)
             if not text or event.turn_id == self._reply_turn and not self._is_held(event.turn_id):
                 continue
-            should_stop = self.gate.should_yield if self.gate is not None and event is not self._guess else None
+            should_stop = self.gate.should_yield if self.gate is not None else None
             verified: list[UpdateRecord] = []
 
             def on_verified(record: UpdateRecord, event=event) -> None:  # the worker thread
