@@ -56,7 +56,7 @@ async def test_streamed_windows_equal_each_sentence_decoded_at_once(piper_model)
 def test_the_cut_graph_speaks_as_the_whole_graph_and_its_flow_runs_in_windows(piper_model):
     import onnxruntime
 
-    assert piper_model.flow is not None  # the voice's flow was told apart from its prior
+    assert piper_model.flow is not None and piper_model.flow_windows  # told apart from the prior, its reach checked
     whole_graph = onnxruntime.InferenceSession(str(piper_model.files.model), providers=["CPUExecutionProvider"])
     [ids] = piper_model.phoneme_ids(LONG)
     uncut = whole_graph.run(None, piper_model._inputs(ids, STILL))[0].reshape(-1)
@@ -67,6 +67,20 @@ def test_the_cut_graph_speaks_as_the_whole_graph_and_its_flow_runs_in_windows(pi
     frames = latent.frames
     pieces = np.concatenate([latent.read(0, 40), latent.read(30, 100)[:, :, 10:], latent.read(100, frames)], axis=-1)
     assert np.array_equal(pieces, piper_model.encode(ids, STILL)[0])
+
+
+def test_a_flow_that_reaches_past_the_context_runs_over_whole_sentences(piper_model, registry_model, monkeypatch,
+                                                                       caplog):
+    from foresay.engine.tts import piper_model as module
+
+    monkeypatch.setattr(module, "FLOW_CONTEXT_FRAMES", 4)  # as if the voice's flow reached further
+    files = check_voice_files(registry_model("piper-en_US-joe-medium") / "en_US-joe-medium.onnx")
+    model = module.PiperModel(files, threads=1)
+    assert not model.flow_windows and "reaches past 4 frames" in caplog.text
+    [ids] = model.phoneme_ids(LONG)
+    latent, _ = model.latent(ids, STILL)
+    exact = piper_model.encode(ids, STILL)[0]  # the registry model, loaded with the real context
+    assert np.abs(latent.read(0, 40) - exact[:, :, :40]).max() < 1e-5  # not cut short at 4 frames
 
 
 @run_async

@@ -5,7 +5,8 @@ waits for the prior, the flow over its first frames and one decoder window, not 
 
 The flow's couplings are convolutions of limited reach (4 couplings of 4 layers with kernel 5:
 32 frames each side), so the flow run over a window with that much context equals the flow run
-over the whole sentence (`LatentFrames`). The decoder's cut is the input of its first
+over the whole sentence (`LatentFrames`); each voice is checked once as it loads, and one whose
+flow reaches further runs it over each whole sentence. The decoder's cut is the input of its first
 convolution (`dec.conv_pre`), found by its weight's name, and the flow is the `/flow/` scope that
 every Piper export shares. Without the `onnx` package, or for a graph without that layer, the
 whole model runs per sentence (`decoder` is None); for a graph whose flow cannot be told apart,
@@ -122,10 +123,11 @@ class LatentFrames:
     context either side, so the first window's audio does not wait for the flow over the whole
     sentence. The frames equal the flow run over the sentence at once."""
 
-    def __init__(self, prior: np.ndarray, mask: np.ndarray, flow=None) -> None:
-        """`flow(prior, mask) -> latent` over a window of frames; None: `prior` is the latent already."""
+    def __init__(self, prior: np.ndarray, mask: np.ndarray, flow=None, windows: bool = True) -> None:
+        """`flow(prior, mask) -> latent` over a window of frames; None: `prior` is the latent already.
+        `windows` False: the first read runs the flow over the whole sentence."""
         self.frames = int(prior.shape[-1])
-        self._prior, self._mask, self._flow = prior, mask, flow
+        self._prior, self._mask, self._flow, self._windows = prior, mask, flow, windows
         self._latent = prior if flow is None else np.empty_like(prior)
         self._done = self.frames if flow is None else 0  # frames [0, done) are computed
 
@@ -139,7 +141,8 @@ class LatentFrames:
     def compute(self, end: int) -> None:
         """Runs the flow so that frames [0, end) are ready (a later call: through the last frame)."""
         if end > self._done:
-            self._run_flow(end if not self._done and end + FLOW_CONTEXT_FRAMES < self.frames else self.frames)
+            first = self._windows and not self._done and end + FLOW_CONTEXT_FRAMES < self.frames
+            self._run_flow(end if first else self.frames)
 
     def _run_flow(self, end: int) -> None:
         lo, hi = max(0, self._done - FLOW_CONTEXT_FRAMES), min(self.frames, end + FLOW_CONTEXT_FRAMES)
@@ -177,10 +180,33 @@ class PiperModel:
             self.encoder, self.decoder, self._latent = session(parts.encoder), session(parts.decoder), parts.latent
             if parts.flow is not None:
                 self.flow, self._flow_inputs = session(parts.flow), parts.flow_inputs
+        self.flow_windows = False  # whether the flow runs over windows of frames (checked below)
         names = {i.name for i in self.encoder.get_inputs()}
         if not {"input", "input_lengths", "scales"} <= names:
             raise InvalidTtsConfig(f"{files.model} is not a Piper voice: its inputs are {sorted(names)}")
         self._phonemizer = PiperVoice(session=self.encoder, config=self.voice_config)
+        self.flow_windows = self.flow is not None and self._flow_reach_holds()
+
+    def _flow_reach_holds(self) -> bool:
+        """Whether the flow over a window equals the flow over the sentence for this voice (a voice
+        of another make could reach further than `FLOW_CONTEXT_FRAMES`): checked once, on a
+        sentence long enough to have frames beyond the first window's context."""
+        ids = self.phoneme_ids("The flow of this voice is checked once, on a sentence of a few seconds.")[0]
+        still = PiperStyle(noise_scale=0.0, noise_w=0.0)  # no sampling noise: both passes see one prior
+        self.flow_windows = False
+        whole = self.latent(ids, still)[0]
+        self.flow_windows = True
+        windowed = self.latent(ids, still)[0]
+        head = 2 * FLOW_CONTEXT_FRAMES
+        if whole.frames != windowed.frames or whole.frames <= 2 * head:
+            log.info("%s: its flow could not be checked; it runs over each whole sentence", self.files.model)
+            return False
+        error = float(np.abs(windowed.read(0, head) - whole.read(0, head)).max())
+        if error > 1e-4:
+            log.warning("%s: its flow reaches past %d frames (a difference of %.2g): it runs over each "
+                        "whole sentence", self.files.model, FLOW_CONTEXT_FRAMES, error)
+            return False
+        return True
 
     @property
     def sample_rate(self) -> int:
@@ -221,7 +247,8 @@ class PiperModel:
             return LatentFrames(self.encoder.run(None, args)[0], None), extra
         prior, mask = self.encoder.run(list(self._flow_inputs), args)
         names = self._flow_inputs
-        return LatentFrames(prior, mask, lambda p, m: self.flow.run(None, {names[0]: p, names[1]: m})[0]), extra
+        return LatentFrames(prior, mask, lambda p, m: self.flow.run(None, {names[0]: p, names[1]: m})[0],
+                            windows=self.flow_windows), extra
 
     def encode(self, ids: list[int], style: PiperStyle) -> tuple[np.ndarray, dict]:
         """Latent frames (1, channels, frames) of a sentence, and what the decoder also needs;
