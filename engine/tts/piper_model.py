@@ -97,9 +97,10 @@ def _flow_tensors(graph, cut: str) -> tuple[str, str, str] | None:
     multiply = producer.get(cut)
     if multiply is None or multiply.op_type != "Mul" or len(multiply.input) != 2:
         return None
-    out, mask = multiply.input
-    if out not in producer or not producer[out].name.startswith(FLOW_SCOPE):
+    in_flow = [t in producer and producer[t].name.startswith(FLOW_SCOPE) for t in multiply.input]
+    if in_flow.count(True) != 1:
         return None
+    out, mask = multiply.input if in_flow[0] else reversed(multiply.input)
     downstream = set()  # tensors computed from a node of the flow's scope (the exporter leaves some unnamed)
     for node in graph.node:  # topological order
         if node.name.startswith(FLOW_SCOPE) or downstream.intersection(node.input):
