@@ -173,10 +173,10 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
             t, last_voiced = last_end[last]
             delays.append(1000 * (t - truth.end_s))
             turn_delays.append(round(delays[-1], 1))
-            values = obs.metrics.get(last, {})
-            if isinstance(values.get("voice_to_voice_ms"), (int, float)):
-                v2v.append(values["voice_to_voice_ms"] + 1000 * (last_voiced - truth.end_s))
-            turn_v2v.append(round(v2v[-1], 1) if isinstance(values.get("voice_to_voice_ms"), (int, float)) else None)
+            measured = obs.metrics.get(last, {}).get("voice_to_voice_ms")
+            if isinstance(measured, (int, float)):
+                v2v.append(measured + 1000 * (last_voiced - truth.end_s))
+            turn_v2v.append(round(v2v[-1], 1) if isinstance(measured, (int, float)) else None)
         finals_ms += [m["asr_final_ms"] for m in obs.metrics.values()
                       if isinstance(m.get("asr_final_ms"), (int, float))]
         ref = [w for tt in rec.turns for w in _words(tt.text)]
