@@ -34,7 +34,11 @@
   sentence end, finished or not (P 0.15-0.34 after every whole request of the turn sets that
   ended in one): there the judgment is not made (`sentence_end_after_number` False), and the
   fused estimate alone sets the wait. A number that may go on ("call 0 7 7 0 0") is the LLM's to
-  judge, and the cue's;
+  judge, and the cue's. A sentence end the recognizer was surer of than `sentence_end_p` is also
+  evidence for the end of the turn: its log-odds above those of `sentence_end_p`, times
+  `sentence_weight`, join the fused estimate (below). A reader's sentence end ("He was not an
+  ill-disposed young man.", 0.95) may sound to the audio cue as if the voice ran on (0.06);
+  the recognizer's sureness then outweighs it;
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - an audio model's cue (`audio_cue(turn_id, p, audio_until_t)`, from `AudioTurnCue`: Smart Turn
   reading the turn's last 8 s at each voice pause): how the words were said, where the LLM reads
@@ -46,7 +50,9 @@
 
 The estimates are fused as independent evidence, in log-odds: the LLM's times `llm_weight`
 (clipped to [`incomplete_p`, `complete_p`] when a cue takes part: a small chat model says 0.9999
-after a whole request that may still go on), plus the cue's times `cue_weight`. A cue of 0.5
+after a whole request that may still go on), plus the cue's times `cue_weight`, plus the
+recognizer's sureness of a sentence end (above) times `sentence_weight`; the sureness joins only
+an estimate of the LLM or the cue, never stands for one. A cue of 0.5
 changes nothing; below it the wait grows, above it an unsure LLM estimate sounds more finished.
 
 The wait follows the fused probability p: `complete_s` when p >= `complete_p` ("sounds
@@ -89,6 +95,9 @@ class TurnEndConfig:
         not answered (verdict "hearing the voice"), between `complete_s` and `incomplete_s`.
     sentence_end_after_number: judge the sentence end of a transcript that ends in a number in
         digits as any other (False: the recognizer's punctuation says nothing there).
+    sentence_weight: weight of the recognizer's sureness of a written sentence end beyond
+        `sentence_end_p` (its log-odds above those of `sentence_end_p`), added to the fused
+        estimate (0: the recognizer's P(sentence end) only holds a turn back, never hastens it).
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.47 s)
@@ -108,6 +117,8 @@ class TurnEndConfig:
     cue_sentence_weight: float = 0.5  # of the cue's log-odds beside Whisper's P(sentence end)
     cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
     sentence_end_after_number: bool = False
+    sentence_weight: float = 1.0  # a LibriVox reader's sentence ends, sure full stops where Smart Turn heard
+                                  # the voice run on: 240-260 ms instead of 290-370 (docs/benchmarks.md)
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
@@ -122,8 +133,8 @@ class TurnEndConfig:
             raise ValueError("turn end: need open_sentence_s 0 (off) or complete_s <= open_sentence_s <= incomplete_s")
         if not 0.0 <= self.sentence_end_p < 1.0:
             raise ValueError("turn end: sentence_end_p must be in [0, 1)")
-        if self.cue_weight < 0 or self.cue_sentence_weight < 0:
-            raise ValueError("turn end: cue_weight and cue_sentence_weight must not be negative")
+        if self.cue_weight < 0 or self.cue_sentence_weight < 0 or self.sentence_weight < 0:
+            raise ValueError("turn end: cue_weight, cue_sentence_weight and sentence_weight must not be negative")
         if not self.complete_s <= self.cue_wait_s <= self.incomplete_s:
             raise ValueError("turn end: need complete_s <= cue_wait_s <= incomplete_s")
 
@@ -236,7 +247,18 @@ class TurnEndDecision(HangoverPolicy):
             terms.append(c.llm_weight * x)
         if cue is not None:
             terms.append(c.cue_weight * _logit(cue))
+        if terms and c.sentence_weight > 0:
+            terms.append(c.sentence_weight * self._sentence_sureness())
         return sum(terms) if terms else None
+
+    def _sentence_sureness(self) -> float:
+        """How much surer than `sentence_end_p` the recognizer was of the current transcript's
+        written sentence end, in log-odds (0: not surer, no mark, or a number in digits)."""
+        c = self.config
+        ended, p, number = self._sentence.get(self._revision, (True, None, False))
+        if not ended or p is None or number or c.sentence_end_p <= 0:
+            return 0.0
+        return max(0.0, _logit(p) - _logit(c.sentence_end_p))
 
     def view(self) -> TurnEndView:
         c = self.config
