@@ -20,8 +20,11 @@ from foresay.engine.asr.errors import InvalidAsrConfig
 
 BUCKETS_S: tuple[float, ...] = (10.0, 15.0, 20.0)  # windows shorter than the model's own, tried in order
 MAX_FILL = 0.5  # a shorter window is used for audio up to this share of it
-TOKENS_PER_S = 12.0  # more than anyone says (digit strings: about 6 tokens a second)
-TOKEN_SLACK = 16
+# More than anyone says: at most 5.9 tokens a second in the pause decodes of the turn sets (digit
+# strings, real and Piper speakers). A looped decode runs to the cap, so each token above it costs a
+# decoder step (about 5.5 ms for tiny.en on one core) before the next window is tried.
+TOKENS_PER_S = 8.0
+TOKEN_SLACK = 8
 MAX_COMPRESSION_RATIO = 2.4  # Whisper's own threshold for a repetitive transcript
 
 
