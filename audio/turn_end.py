@@ -118,7 +118,7 @@ class TurnEndConfig:
     cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
     sentence_end_after_number: bool = False
     sentence_weight: float = 1.0  # a LibriVox reader's sentence ends, sure full stops where Smart Turn heard
-                                  # the voice run on: 240-260 ms instead of 290-370 (docs/benchmarks.md)
+                                  # the voice run on: 240-270 ms instead of 290-370 (docs/benchmarks.md)
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
