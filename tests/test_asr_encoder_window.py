@@ -6,13 +6,14 @@ from foresay.engine.asr.whisper.encoder_window import encoder_windows, looks_loo
 
 
 def test_the_shortest_bucket_the_clip_fills_at_most_half_of_comes_first():
-    assert encoder_windows(3.0, 30.0) == (10.0, 15.0, 20.0, 30.0)
-    assert encoder_windows(5.0, 30.0) == (10.0, 15.0, 20.0, 30.0)
-    assert encoder_windows(5.01, 30.0) == (15.0, 20.0, 30.0)
+    assert encoder_windows(3.0, 30.0) == (10.0, 12.0, 15.0, 20.0, 30.0)
+    assert encoder_windows(5.0, 30.0) == (10.0, 12.0, 15.0, 20.0, 30.0)
+    assert encoder_windows(5.01, 30.0) == (12.0, 15.0, 20.0, 30.0)
+    assert encoder_windows(6.01, 30.0) == (15.0, 20.0, 30.0)
     assert encoder_windows(7.51, 30.0) == (20.0, 30.0)
     assert encoder_windows(10.5, 30.0) == (30.0,)
     assert encoder_windows(30.0, 30.0) == (30.0,)
-    assert encoder_windows(0.0, 30.0) == (10.0, 15.0, 20.0, 30.0)
+    assert encoder_windows(0.0, 30.0) == (10.0, 12.0, 15.0, 20.0, 30.0)
 
 
 def test_longer_than_the_models_window_is_decoded_in_moving_windows():

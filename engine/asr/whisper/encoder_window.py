@@ -18,7 +18,7 @@ from typing import Sequence
 
 from foresay.engine.asr.errors import InvalidAsrConfig
 
-BUCKETS_S: tuple[float, ...] = (10.0, 15.0, 20.0)  # windows shorter than the model's own, tried in order
+BUCKETS_S: tuple[float, ...] = (10.0, 12.0, 15.0, 20.0)  # windows shorter than the model's own, tried in order
 MAX_FILL = 0.5  # a shorter window is used for audio up to this share of it
 # More than anyone says: at most 5.9 tokens a second in the pause decodes of the turn sets (digit
 # strings, real and Piper speakers). A looped decode runs to the cap, so each token above it costs a
