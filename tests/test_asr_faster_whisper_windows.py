@@ -57,7 +57,7 @@ def test_a_clip_longer_than_half_a_bucket_takes_the_next_one(tiny_en, spoken):
     seconds = len(audio) / SAMPLE_RATE
     assert 5.0 < seconds <= 10.0
     hypothesis = tiny_en.transcribe(audio)
-    assert hypothesis.stats.windows == ((15.0,) if seconds <= 7.5 else (20.0,))
+    assert hypothesis.stats.windows == ((12.0,) if seconds <= 6.0 else (15.0,) if seconds <= 7.5 else (20.0,))
     assert said(tiny_en, hypothesis) == words(LONG)
 
 
@@ -71,7 +71,7 @@ def test_a_looped_decode_is_redone_in_the_next_window(tiny_en, spoken, monkeypat
 
     monkeypatch.setattr(tiny_en, "decode_in_window", loops_in_10_s)
     hypothesis = tiny_en.transcribe(audio)
-    assert hypothesis.stats.windows == (10.0, 15.0)
+    assert hypothesis.stats.windows == (10.0, 12.0)
     assert said(tiny_en, hypothesis) == words(REQUESTS[0])
 
 
