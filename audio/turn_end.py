@@ -219,12 +219,17 @@ class TurnEndDecision(HangoverPolicy):
     def _fresh_cue(self) -> float | None:
         return self._cue[0] if self._cue is not None and self._current(self._cue[1]) else None
 
+    def _current_sentence(self) -> tuple[bool, float | None, bool]:
+        """The recognizer's sentence end for the current transcript: (". ? !" written, its P, ends
+        in a number); none reported counts as written, of unknown P."""
+        return self._sentence.get(self._revision, (True, None, False))
+
     def _open_sentence(self) -> bool:
         """Whether the current transcript was left without a sentence end, by the recognizer's
         mark and P(sentence end), lifted by the audio cue's log-odds when it heard an end at this
         pause."""
         c = self.config
-        ended, p, number = self._sentence.get(self._revision, (True, None, False))
+        ended, p, number = self._current_sentence()
         if number and not c.sentence_end_after_number:
             return False
         if p is None or c.sentence_end_p <= 0:
@@ -255,7 +260,7 @@ class TurnEndDecision(HangoverPolicy):
         """How much surer than `sentence_end_p` the recognizer was of the current transcript's
         written sentence end, in log-odds (0: not surer, no mark, or a number in digits)."""
         c = self.config
-        ended, p, number = self._sentence.get(self._revision, (True, None, False))
+        ended, p, number = self._current_sentence()
         if not ended or p is None or number or c.sentence_end_p <= 0:
             return 0.0
         return max(0.0, _logit(p) - _logit(c.sentence_end_p))

@@ -176,7 +176,9 @@ def score(recordings: list[Recording], observed: list[Observed]) -> dict:
             measured = obs.metrics.get(last, {}).get("voice_to_voice_ms")
             if isinstance(measured, (int, float)):
                 v2v.append(measured + 1000 * (last_voiced - truth.end_s))
-            turn_v2v.append(round(v2v[-1], 1) if isinstance(measured, (int, float)) else None)
+                turn_v2v.append(round(v2v[-1], 1))
+            else:
+                turn_v2v.append(None)
         finals_ms += [m["asr_final_ms"] for m in obs.metrics.values()
                       if isinstance(m.get("asr_final_ms"), (int, float))]
         ref = [w for tt in rec.turns for w in _words(tt.text)]
