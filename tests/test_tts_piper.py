@@ -88,7 +88,18 @@ async def test_a_long_first_sentence_starts_with_a_short_chunk(piper_model):
     chunks = await collect(_engine(piper_model).prepare(LONG))
     seconds = [c.samples.size / c.sample_rate for c in chunks]
     assert sum(seconds) > 4.0 and seconds[0] < 0.3  # the first audio waits for one small window only
-    assert {c.span for c in chunks} == {(0, len(LONG))}
+    spans = [c.span for c in chunks]  # each chunk the characters it speaks, in proportion, in order
+    assert spans[0][0] == 0 and spans[-1][1] == len(LONG) and spans[0][1] < len(LONG) // 4
+    assert all(a[1] == b[0] and a[0] <= a[1] for a, b in zip(spans, spans[1:]))
+
+
+def test_a_chunk_speaks_its_share_of_the_text():
+    from foresay.engine.tts.piper_engine import _TextShares
+    from foresay.engine.tts.segments import Segment
+
+    shares = _TextShares(Segment("x" * 40, 10, 50), [10, 30])  # two sentences, a quarter and three quarters
+    assert shares.span(0, 0, 100, 100) == (10, 20)
+    assert shares.span(1, 0, 50, 100) == (20, 35) and shares.span(1, 50, 100, 100) == (35, 50)
 
 
 @run_async

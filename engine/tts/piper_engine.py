@@ -69,16 +69,18 @@ class PiperJob(SegmentJob):
     def _speak(self, segment: Segment, index: int, sink: ChunkSink) -> bool:
         model = self._engine.model
         sentences = self._on_model(sink, lambda: model.phoneme_ids(segment.text))
+        spoken = _TextShares(segment, [len(ids) for ids in sentences])
         for n, ids in enumerate(sentences):
             if n and not sink.proceed():
                 return False
             if model.decoder is None:
                 audio, _ = self._on_model(sink, lambda: model.encode(ids, self._style))
-                self._emit(audio.reshape(-1), segment, index, sink)
+                audio = audio.reshape(-1)
+                self._emit(audio, spoken.span(n, 0, audio.size, audio.size), index, sink)
                 continue
             latent, extra = self._on_model(sink, lambda: model.latent(ids, self._style))
             decoder = StreamingDecoder(lambda frames: model.decode(frames, extra), self._engine.windows)
-            total = latent.frames
+            total, done = latent.frames, 0
             while True:
                 wanted = decoder.frames_needed()
                 # the flow in a turn of its own: a streamed preparation waits for one step, not two
@@ -86,17 +88,37 @@ class PiperJob(SegmentJob):
                 chunks = self._on_model(sink, lambda: decoder.advance(wanted, latent.read) if wanted < total
                                         else decoder.finish(total, latent.read))
                 for audio in chunks:
-                    self._emit(audio, segment, index, sink)
+                    self._emit(audio, spoken.span(n, done, done + audio.size, total * model.hop), index, sink)
+                    done += audio.size
                 if wanted >= total:
                     break
                 if not sink.proceed():
                     return False
         return True
 
-    def _emit(self, audio: np.ndarray, segment: Segment, index: int, sink: ChunkSink) -> None:
+    def _emit(self, audio: np.ndarray, span: tuple[int, int], index: int, sink: ChunkSink) -> None:
         gain = self._engine.config.gain
         audio = np.clip(audio * gain, -1.0, 1.0) if gain != 1.0 else np.clip(audio, -1.0, 1.0)
-        sink.emit(audio, self._engine.sample_rate, segment.span, index)
+        sink.emit(audio, self._engine.sample_rate, span, index)
+
+
+class _TextShares:
+    """The characters of a segment a chunk of its audio speaks, in proportion: each of the
+    phonemizer's sentences takes the share of the segment its phonemes have, and a chunk the share
+    of its sentence its samples have. So a reply stopped after its first short window is not taken
+    as heard to the end of its sentence (the playback counts a chunk played in full as heard)."""
+
+    def __init__(self, segment: Segment, phonemes: list[int]) -> None:
+        self.start, self.length = segment.start, segment.end - segment.start
+        total = sum(phonemes) or 1
+        self.bounds = np.concatenate([[0.0], np.cumsum(phonemes) / total])
+
+    def span(self, sentence: int, first: int, end: int, samples: int) -> tuple[int, int]:
+        lo, hi = self.bounds[sentence], self.bounds[sentence + 1]
+
+        def at(sample: int) -> int:
+            return self.start + round(self.length * (lo + (hi - lo) * min(1.0, sample / max(1, samples))))
+        return at(first), at(end)
 
 
 class PiperEngine(TtsEngine):
