@@ -52,6 +52,16 @@ def test_first_chunk_is_small_and_later_chunks_large():
     assert sizes[0] == 8 and set(sizes[1:-1]) == {38} and sum(sizes) == 200
 
 
+def test_growing_chunks_double_from_the_first_and_still_equal_the_batch():
+    config = StreamDecodeConfig(samples_per_frame=HOP, first_chunk_frames=10, chunk_frames=64, crossfade_frames=2,
+                                context_frames=2, lookahead_frames=2, grow=True)
+    chunks = _stream(context_decode, config, total=300, step=1)
+    sizes = [c.size // HOP for c in chunks]
+    # windows of 10, 20, 40 and 64 frames, each chunk less the 2-frame cross-fade held for the next
+    assert sizes[:5] == [8, 18, 38, 62, 62] and sum(sizes) == 300
+    np.testing.assert_allclose(np.concatenate(chunks), context_decode(CODES[:300]), atol=1e-6)
+
+
 def test_nothing_is_decoded_before_enough_frames_exist():
     decoder = StreamingDecoder(local_decode, StreamDecodeConfig(samples_per_frame=HOP, first_chunk_frames=12, lookahead_frames=4))
     assert decoder.advance(15, lambda a, b: CODES[a:b]) == []

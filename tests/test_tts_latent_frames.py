@@ -1,9 +1,9 @@
 """The flow over windows of a sentence's frames (`LatentFrames`) equals the flow over the whole
-sentence, and the first read runs it over no more frames than it needs."""
+sentence, and the first reads run it over no more frames than they need."""
 import numpy as np
 import pytest
 
-from foresay.engine.tts.piper_model import FLOW_CONTEXT_FRAMES, LatentFrames
+from foresay.engine.tts.piper_model import FLOW_CONTEXT_FRAMES, WINDOWED_READS, LatentFrames
 
 
 class ReachFlow:
@@ -26,18 +26,31 @@ def _prior(frames: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(size=(1, 4, frames)), np.ones((1, 1, frames))  # float64: the sums round alike
 
 
-def test_windows_equal_the_whole_sentence_and_the_first_read_runs_only_what_it_needs():
+def test_windows_equal_the_whole_sentence_and_the_first_reads_run_only_what_they_need():
     prior, mask = _prior(300)
     whole = ReachFlow(FLOW_CONTEXT_FRAMES)(prior, mask) * mask
     flow = ReachFlow(FLOW_CONTEXT_FRAMES)
     latent = LatentFrames(prior, mask, flow)
+    assert WINDOWED_READS == 2
     first = latent.read(0, 40)
     assert flow.frames_run == [40 + FLOW_CONTEXT_FRAMES]
+    second = latent.read(30, 120)  # the second window: its frames and the context either side
+    assert flow.frames_run[1:] == [120 - 40 + 2 * FLOW_CONTEXT_FRAMES]
     rest = latent.read(20, 300)
-    assert flow.frames_run == [40 + FLOW_CONTEXT_FRAMES, 300 - 40 + FLOW_CONTEXT_FRAMES]  # the rest at once
-    assert np.allclose(first, whole[:, :, :40], atol=1e-6) and np.allclose(rest, whole[:, :, 20:], atol=1e-6)
+    assert flow.frames_run[2:] == [300 - 120 + FLOW_CONTEXT_FRAMES]  # then the rest at once
+    assert np.allclose(first, whole[:, :, :40], atol=1e-6) and np.allclose(second, whole[:, :, 30:120], atol=1e-6)
+    assert np.allclose(rest, whole[:, :, 20:], atol=1e-6)
     latent.read(0, 300)
-    assert len(flow.frames_run) == 2  # nothing is run twice
+    assert len(flow.frames_run) == 3  # nothing is run twice
+
+
+def test_without_windows_the_first_read_runs_the_flow_over_the_whole_sentence():
+    prior, mask = _prior(300)
+    flow = ReachFlow(FLOW_CONTEXT_FRAMES)
+    latent = LatentFrames(prior, mask, flow, windows=False)
+    latent.read(0, 40)
+    latent.read(0, 300)
+    assert flow.frames_run == [300]
 
 
 def test_a_flow_reaching_past_the_context_would_differ_at_the_join():

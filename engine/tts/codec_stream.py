@@ -5,7 +5,8 @@ sees no context past its edges. Each window here also decodes `context_frames` b
 and, when available, `lookahead_frames` after its end; the last `crossfade_frames` of every
 chunk are held back and blended into the next chunk with complementary raised-cosine fades
 (weights summing to one, so a decoder without context effects gives exactly the batch audio).
-The first chunk is small for latency; later ones are larger for efficiency. No I/O, no model:
+The first chunk is small for latency; later ones are larger for efficiency (with `grow`, each at
+most twice the one before, so that each is decoded while the audio before it plays). No I/O, no model:
 `decode(codes) -> samples` and `read(start, end) -> codes` are passed in."""
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class StreamDecodeConfig:
     context_frames: int = 8        # decoded before a window's start and thrown away
     lookahead_frames: int = 4      # decoded past a window's end when already generated
     crossfade_frames: int = 2      # overlap blended between consecutive chunks (~23 ms)
+    grow: bool = False             # chunks double from the first up to `chunk_frames` (else jump to it)
 
     def __post_init__(self) -> None:
         for name in ("samples_per_frame", "first_chunk_frames", "chunk_frames"):
@@ -52,6 +54,7 @@ class StreamingDecoder:
         n = config.crossfade_frames * config.samples_per_frame
         self._fade_in = (0.5 - 0.5 * np.cos(np.pi * (np.arange(n) + 0.5) / n)).astype(np.float32)
         self.frames_emitted = 0   # frames whose audio has been returned in full
+        self._chunks = 0          # windows decoded
 
     def advance(self, available: int, read: ReadFrames) -> list[np.ndarray]:
         """Chunks that `available` complete frames allow, right context included."""
@@ -90,12 +93,16 @@ class StreamingDecoder:
         return out
 
     def _chunk_size(self) -> int:
-        return self.config.chunk_frames if self.frames_emitted or self._tail is not None else self.config.first_chunk_frames
+        cfg = self.config
+        if not self._chunks:
+            return cfg.first_chunk_frames
+        return min(cfg.chunk_frames, cfg.first_chunk_frames << self._chunks) if cfg.grow else cfg.chunk_frames
 
     def _window(self, end: int, decode_end: int, read: ReadFrames, *, last: bool) -> np.ndarray:
         hop, cfg = self.config.samples_per_frame, self.config
         lo = max(0, self._start - cfg.context_frames)
         audio = np.asarray(self._decode(read(lo, decode_end)), dtype=np.float32).reshape(-1)
+        self._chunks += 1
         if audio.size != (decode_end - lo) * hop:
             raise SynthesisFailed(f"the codec decoded {decode_end - lo} frames to {audio.size} samples, "
                                   f"expected {(decode_end - lo) * hop}")

@@ -26,10 +26,11 @@ from foresay.engine.tts.turns import ModelTurns
 
 
 def _windows() -> StreamDecodeConfig:
-    # samples_per_frame is the voice's hop (set on load); 24 frames at 22.05 kHz are 0.28 s.
+    # samples_per_frame is the voice's hop (set on load); 12 frames at 22.05 kHz are 0.14 s, then
+    # 24, 48 and 64: each window is decoded while the one before it plays (docs/benchmarks.md, "TTS").
     # 16 frames of context each side make the windows' audio equal the whole decode.
-    return StreamDecodeConfig(samples_per_frame=256, first_chunk_frames=24, chunk_frames=64,
-                              context_frames=16, lookahead_frames=16, crossfade_frames=2)
+    return StreamDecodeConfig(samples_per_frame=256, first_chunk_frames=12, chunk_frames=64,
+                              context_frames=16, lookahead_frames=16, crossfade_frames=2, grow=True)
 
 
 @dataclass(frozen=True)

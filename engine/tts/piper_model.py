@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 DECODER_WEIGHT = "dec.conv_pre.weight"
 FLOW_SCOPE = "/flow/"
 FLOW_CONTEXT_FRAMES = 32  # the flow's reach either side (see the module)
+# Reads that run the flow over only the frames they need: the first decoder window's and the
+# second's, which must be heard before the first (0.14 s) has played; the flow over the rest of
+# a long sentence costs up to 70 ms (docs/benchmarks.md, "TTS").
+WINDOWED_READS = 2
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,11 @@ def _flow_tensors(graph, cut: str) -> tuple[str, str, str] | None:
 
 
 class LatentFrames:
-    """A sentence's latent frames, the flow run over them as they are read: the first read runs it
-    over the frames asked for, a later one over all the rest, each with `FLOW_CONTEXT_FRAMES` of
-    context either side, so the first window's audio does not wait for the flow over the whole
-    sentence. The frames equal the flow run over the sentence at once."""
+    """A sentence's latent frames, the flow run over them as they are read: the first
+    `WINDOWED_READS` reads run it over the frames asked for, a later one over all the rest, each
+    with `FLOW_CONTEXT_FRAMES` of context either side, so that neither the first window's audio
+    nor the second's (due before the short first window has played) waits for the flow over the
+    whole sentence. The frames equal the flow run over the sentence at once."""
 
     def __init__(self, prior: np.ndarray, mask: np.ndarray, flow=None, windows: bool = True) -> None:
         """`flow(prior, mask) -> latent` over a window of frames; None: `prior` is the latent already.
@@ -131,6 +136,7 @@ class LatentFrames:
         self._prior, self._mask, self._flow, self._windows = prior, mask, flow, windows
         self._latent = prior if flow is None else np.empty_like(prior)
         self._done = self.frames if flow is None else 0  # frames [0, done) are computed
+        self._reads = 0  # reads that ran the flow
 
     def read(self, start: int, end: int) -> np.ndarray:
         """Latent frames [start, end) as (1, channels, frames)."""
@@ -140,10 +146,12 @@ class LatentFrames:
         return self._latent[:, :, start:end]
 
     def compute(self, end: int) -> None:
-        """Runs the flow so that frames [0, end) are ready (a later call: through the last frame)."""
+        """Runs the flow so that frames [0, end) are ready (after `WINDOWED_READS` calls that
+        ran it: through the last frame)."""
         if end > self._done:
-            first = self._windows and not self._done and end + FLOW_CONTEXT_FRAMES < self.frames
-            self._run_flow(end if first else self.frames)
+            windowed = self._windows and self._reads < WINDOWED_READS and end + FLOW_CONTEXT_FRAMES < self.frames
+            self._run_flow(end if windowed else self.frames)
+            self._reads += 1
 
     def _run_flow(self, end: int) -> None:
         lo, hi = max(0, self._done - FLOW_CONTEXT_FRAMES), min(self.frames, end + FLOW_CONTEXT_FRAMES)
