@@ -97,9 +97,11 @@ def test_a_chunk_speaks_its_share_of_the_text():
     from foresay.engine.tts.piper_engine import _TextShares
     from foresay.engine.tts.segments import Segment
 
-    shares = _TextShares(Segment("x" * 40, 10, 50), [10, 30])  # two sentences, a quarter and three quarters
+    text = "Nine ten. word word word three words end"  # 40 characters at 10..50 of a reply
+    shares = _TextShares(Segment(text, 10, 50), [10, 30])  # two sentences, a quarter and three quarters
     assert shares.span(0, 0, 100, 100) == (10, 20)
     assert shares.span(1, 0, 50, 100) == (20, 35) and shares.span(1, 50, 100, 100) == (35, 50)
+    assert shares.span(1, 0, 60, 100) == (20, 35)  # 28 falls inside "three": from its start
 
 
 @run_async

@@ -106,11 +106,12 @@ class PiperJob(SegmentJob):
 class _TextShares:
     """The characters of a segment a chunk of its audio speaks, in proportion: each of the
     phonemizer's sentences takes the share of the segment its phonemes have, and a chunk the share
-    of its sentence its samples have. So a reply stopped after its first short window is not taken
-    as heard to the end of its sentence (the playback counts a chunk played in full as heard)."""
+    of its sentence its samples have, moved back to the start of the word it falls in. So a reply
+    stopped after its first short window is not taken as heard to the end of its sentence (the
+    playback counts a chunk played in full as heard)."""
 
     def __init__(self, segment: Segment, phonemes: list[int]) -> None:
-        self.start, self.length = segment.start, segment.end - segment.start
+        self.text, self.start = segment.text, segment.start
         total = sum(phonemes) or 1
         self.bounds = np.concatenate([[0.0], np.cumsum(phonemes) / total])
 
@@ -118,7 +119,10 @@ class _TextShares:
         lo, hi = self.bounds[sentence], self.bounds[sentence + 1]
 
         def at(sample: int) -> int:
-            return self.start + round(self.length * (lo + (hi - lo) * min(1.0, sample / max(1, samples))))
+            i = round(len(self.text) * (lo + (hi - lo) * min(1.0, sample / max(1, samples))))
+            if 0 < i < len(self.text) and not self.text[i - 1].isspace():
+                i = self.text.rfind(" ", 0, i) + 1  # inside a word: from its start
+            return self.start + i
         return at(first), at(end)
 
 

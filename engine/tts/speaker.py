@@ -146,7 +146,7 @@ class Speaker(Stage):
             async for chunk in prepared.stream():
                 span = (sentence.start + chunk.span[0], sentence.start + chunk.span[1])
                 ticket = await self.sink.enqueue(chunk.samples, chunk.sample_rate, span=span,
-                                                 text=sentence.text)
+                                                 text=sentence.text[chunk.span[0]:chunk.span[1]])
                 if not reply.started:
                     reply.started = True
                     ticket.started.add_done_callback(
