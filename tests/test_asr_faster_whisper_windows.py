@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from foresay.engine.asr.backends import Hypothesis
-from foresay.engine.asr.whisper.faster import FasterWhisperConfig, _source
+from foresay.engine.asr.whisper.faster import FasterWhisperBackend, FasterWhisperConfig, _source
 from foresay.engine.asr.whisper.models import SAMPLE_RATE
 from foresay.engine.sequences import words
 
@@ -64,10 +64,10 @@ def test_a_clip_longer_than_half_a_bucket_takes_the_next_one(tiny_en, spoken):
 def test_a_looped_decode_is_redone_in_the_next_window(tiny_en, spoken, monkeypatch):
     audio, real = spoken[REQUESTS[0]], tiny_en.decode_in_window
 
-    def loops_in_10_s(clip, window_s, forced=(), prompt=(), max_new_tokens=None):
+    def loops_in_10_s(clip, window_s, forced=(), prompt=(), max_new_tokens=None, guess=()):
         if window_s == 10.0:  # what a loop looks like: the same words until the token cap
             return Hypothesis(tuple(tiny_en.text.encode(" What time is it?")) * 20)
-        return real(clip, window_s, forced, prompt, max_new_tokens)
+        return real(clip, window_s, forced, prompt, max_new_tokens, guess)
 
     monkeypatch.setattr(tiny_en, "decode_in_window", loops_in_10_s)
     hypothesis = tiny_en.transcribe(audio)
@@ -81,3 +81,35 @@ def test_a_35_s_clip_still_decodes(tiny_en, spoken):
     hypothesis = tiny_en.transcribe(audio)
     assert hypothesis.stats.windows == ()  # faster-whisper's moving 30 s windows
     assert said(tiny_en, hypothesis) == words(REQUESTS[1])
+
+
+def test_the_decoder_checks_a_guess_in_one_pass_and_the_words_stay(tiny_en, spoken):
+    """tiny.en's float16 weights run in the guess decoder: a right guess is kept whole in one pass,
+    and no guess (right, short, wrong) changes what is heard."""
+    assert tiny_en.guess_decoder is not None
+    for text in (*REQUESTS, LONG):
+        audio = spoken[text]
+        plain = tiny_en.transcribe(audio)
+        tokens = plain.tokens
+        assert said(tiny_en, plain) == words(text)
+        right = tiny_en.transcribe(audio, guess=tokens)
+        assert right.tokens == tokens and right.stats.accepted_per_round == (len(tokens),)
+        assert right.stats.target_passes == 1
+        for guess in (tokens[:3], tokens[:-2], (tokens[0] + 1,) + tokens[1:]):
+            again = tiny_en.transcribe(audio, guess=guess)
+            assert again.tokens == tokens
+            assert again.p_sentence_end == plain.p_sentence_end
+        assert tiny_en.transcribe(audio, forced=tokens[:4], guess=tokens[4:]).tokens == tokens[4:]
+
+
+def test_the_guess_decoder_hears_what_ctranslate2_hears(tiny_en, spoken):
+    """The same weights through CTranslate2's own decoder: the same words, and the sentence-end
+    and no-speech probabilities the turn decision reads within a few points."""
+    ct2 = FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1, decoder="ctranslate2"))
+    assert ct2.guess_decoder is None
+    for text in REQUESTS:
+        ours, theirs = tiny_en.transcribe(spoken[text]), ct2.transcribe(spoken[text])
+        assert said(tiny_en, ours) == said(ct2, theirs)
+        assert ours.p_sentence_end == pytest.approx(theirs.p_sentence_end, abs=0.1)
+        assert ours.p_no_speech == pytest.approx(theirs.p_no_speech, abs=0.05)
+        assert ours.avg_logprob == pytest.approx(theirs.avg_logprob, abs=0.3)

@@ -28,6 +28,9 @@ class AsrConfig:
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
     threads: int = 0  # faster-whisper on CPU: CTranslate2's threads (0: `default_cpu_threads()`)
     no_speech_p: float = 0.6  # faster-whisper: Whisper's no-speech threshold (`FasterWhisperConfig`; 0: off)
+    # faster-whisper on CPU: auto (the decoder in torch on the model's float weights, checking the
+    # streaming hops' guess in one pass: `whisper/guess_decoder.py`) | ctranslate2 (a step a token)
+    whisper_decoder: str = "auto"
     language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
     context: str = ""  # LLM backends: text given to the model as context (names, terms), before earlier turns
     spec: SpecConfig = field(default_factory=SpecConfig)
@@ -104,7 +107,7 @@ def build_backend(config: AsrConfig) -> AsrBackend:
         return FasterWhisperBackend(FasterWhisperConfig(
             config.target, device=config.device.split(":")[0], compute_type=config.compute_type,
             cpu_threads=config.threads or default_cpu_threads(), max_new_tokens=config.limits.max_new_tokens,
-            no_speech_p=config.no_speech_p, fixture_root=config.fixture_root))
+            no_speech_p=config.no_speech_p, fixture_root=config.fixture_root, decoder=config.whisper_decoder))
     if backend in LLM_BACKENDS:
         return _build_llm_backend(config, backend)
     from foresay.engine.asr.whisper.models import WhisperModelConfig, load_whisper

@@ -14,6 +14,10 @@ the model's own suppressed tokens. Longer audio (only a 30 s model's) goes throu
 moving windows as before. A decode in a window also says how sure the model was that a sentence
 ended after its last word (`Hypothesis.p_sentence_end`, `sentence_end`).
 
+On CPU, where the model file holds float weights, the decoder runs in torch on them
+(`guess_decoder`, `decoder="auto"`): CTranslate2 encodes, and the forced tokens and the guess
+(the words the streaming hops heard) are checked in one pass rather than a step a token.
+
 With `no_speech_p` set, audio that holds no speech (room noise, a breath, a click the voice
 detector let through) is heard as nothing, by Whisper's own rule: P(no speech) above `no_speech_p`
 and an average token log-prob below -1. Whisper writes "you", "." or "Thank you." over such audio,
@@ -41,6 +45,7 @@ from foresay.engine.registry_models import fetched_whisper
 # Whisper's own silence rule (openai-whisper, faster-whisper): a decode whose P(no speech) is above
 # `no_speech_p` and whose average log-prob is below this is not speech.
 NO_SPEECH_LOGPROB = -1.0
+DECODERS = ("auto", "ctranslate2")
 COMPUTE_TYPES = ("auto", "int8", "int8_float16", "int8_float32", "float16", "bfloat16", "float32")
 
 
@@ -58,6 +63,10 @@ class FasterWhisperConfig:
     no_speech_p: float = 0.6
     fixture_root: Path | None = None
     cache_root: Path | None = None  # converted transformers Whispers (None: ct2_convert's default)
+    # auto: on CPU, the decoder runs in torch on the model's float weights and checks the streaming
+    # hops' guess in one pass (`guess_decoder`), where the model file's weights are float;
+    # ctranslate2: every token a step of CTranslate2's own decoder
+    decoder: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -70,6 +79,8 @@ class FasterWhisperConfig:
             raise InvalidAsrConfig("cpu_threads must be >= 0 and max_new_tokens in 1..448")
         if not 0.0 <= self.no_speech_p < 1.0:
             raise InvalidAsrConfig(f"no_speech_p must be in [0, 1) (0: off), not {self.no_speech_p}")
+        if self.decoder not in DECODERS:
+            raise InvalidAsrConfig(f"decoder must be one of {', '.join(DECODERS)}, not {self.decoder!r}")
 
     def resolved_compute_type(self, device: str) -> str:
         if self.compute_type != "auto":
@@ -105,8 +116,11 @@ class FasterWhisperBackend(AsrBackend):
         multilingual = self.model.model.is_multilingual
         self._window_tokenizer = Tokenizer(tokenizer, multilingual, task="transcribe",
                                            language="en" if multilingual else None)
+        self.guess_decoder = (_guess_decoder(Path(source)) if config.decoder == "auto" and device == "cpu"
+                              and Path(source).is_dir() else None)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
+        """See `AsrBackend.transcribe`; `guess` saves decoder steps where the guess decoder runs."""
         audio = check_audio(audio)
         audio_s = len(audio) / SAMPLE_RATE
         windows = encoder_windows(audio_s, self.window_seconds)
@@ -116,14 +130,15 @@ class FasterWhisperBackend(AsrBackend):
         for window in windows[:-1]:  # shorter than the model's: kept unless it loops
             tried.append(window)
             hypothesis = self.decode_in_window(audio, window, forced, prompt,
-                                               max_new_tokens=max(1, token_cap(audio_s) - len(forced)))
+                                               max_new_tokens=max(1, token_cap(audio_s) - len(forced)),
+                                               guess=guess)
             tokens = (*forced, *hypothesis.tokens)
             if self._no_speech(hypothesis, forced) or not looks_looped(self.text.decode(tokens), len(tokens), audio_s):
                 break
         else:
             tried.append(windows[-1] if windows else self.window_seconds)
-            hypothesis = self.decode_in_window(audio, tried[-1], forced, prompt)
-        stats = DecodeStats(windows=tuple(tried))
+            hypothesis = self.decode_in_window(audio, tried[-1], forced, prompt, guess=guess)
+        stats = replace(hypothesis.stats, windows=tuple(tried)) if hypothesis.stats else DecodeStats(windows=tuple(tried))
         if self._no_speech(hypothesis, forced):
             return Hypothesis((), stats, None, hypothesis.p_no_speech, hypothesis.avg_logprob)
         return replace(hypothesis, stats=stats)
@@ -135,10 +150,10 @@ class FasterWhisperBackend(AsrBackend):
                 and p > self.config.no_speech_p and logprob < NO_SPEECH_LOGPROB)
 
     def decode_in_window(self, audio: np.ndarray, window_s: float, forced=(), prompt=(),
-                         max_new_tokens: int | None = None) -> Hypothesis:
+                         max_new_tokens: int | None = None, guess=()) -> Hypothesis:
         """One greedy decode of `audio` padded with silence to an encoder window of `window_s`
         seconds (at most the model's own); `transcribe` picks the window. `max_new_tokens`: at
-        most the config's (None: the config's)."""
+        most the config's (None: the config's). `guess`: the likely continuation of `forced`."""
         n = round(window_s * SAMPLE_RATE)
         if not 0 < window_s <= self.window_seconds:
             raise InvalidAsrConfig(f"an encoder window of {window_s:g} s is not in (0, {self.window_seconds:g}] s")
@@ -159,9 +174,13 @@ class FasterWhisperBackend(AsrBackend):
             raise InvalidAsrConfig(f"the forced prefix and prompt ({len(sequence)} tokens) leave no room "
                                    "in the model's decoder")
         new = min(room, budget)
+        encoded = model.encode(np.ascontiguousarray(features))
+        if self.guess_decoder is not None:
+            return self._decode_guessed(encoded, sequence[:len(sequence) - len(forced)], forced, guess, new,
+                                        sot_index=len(head))
         # CTranslate2 decodes at most min(max_length / 2, max_length - prefix) new tokens.
         result = model.model.generate(
-            model.encode(np.ascontiguousarray(features)), [sequence], beam_size=1,
+            encoded, [sequence], beam_size=1,
             max_length=min(total, max(2 * new, len(sequence) + new)), suppress_blank=not forced,
             suppress_tokens=[-1], return_scores=True, return_no_speech_prob=True, return_logits_vocab=True)[0]
         eot = self.text.first_special
@@ -174,6 +193,18 @@ class FasterWhisperBackend(AsrBackend):
         logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
         return Hypothesis(tuple(tokens[:end]), p_sentence_end=p_end if end == len(tokens) else None,
                           p_no_speech=result.no_speech_prob, avg_logprob=logprob)
+
+    def _decode_guessed(self, encoded, prefix, forced, guess, budget: int, sot_index: int) -> Hypothesis:
+        eot = self.text.first_special
+        out = self.guess_decoder.decode(np.asarray(encoded), prefix, forced, guess, max_new_tokens=budget,
+                                        eot=eot, no_speech=self._window_tokenizer.no_speech, sot_index=sot_index,
+                                        suppress_blank=not forced, marks=self._sentence_end.mark_ids)
+        ids = [*forced, *out.tokens]
+        p_end = self._sentence_end.probability(ids, out.logits) if out.ended else None
+        stats = DecodeStats(target_passes=out.passes, accepted_per_round=(out.accepted,),
+                            draft_lengths=(out.guessed,))
+        return Hypothesis(out.tokens, stats, p_sentence_end=p_end, p_no_speech=out.p_no_speech,
+                          avg_logprob=out.avg_logprob)
 
     def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:
         multilingual = self.model.model.is_multilingual
@@ -197,6 +228,19 @@ class FasterWhisperBackend(AsrBackend):
 
 
 _FASTER_WHISPER_FRAMES = 3000  # the features faster-whisper pads every segment to (30 s)
+
+
+def _guess_decoder(folder: Path):
+    """The torch decoder on the folder's float weights, with the model's suppressed tokens; None
+    for weights quantized at conversion (they decode through CTranslate2 alone)."""
+    import json
+
+    from foresay.engine.asr.whisper.guess_decoder import load_guess_decoder
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return load_guess_decoder(folder, config.get("suppress_ids", ()), config.get("suppress_ids_begin", ()))
 
 
 def _source(config: FasterWhisperConfig) -> str:
