@@ -278,10 +278,11 @@ class StreamingTranscriber:
         if not self.recheck_due():
             return None
         said = words(self._preview.final.text)
+        heard = self._preview.decodes[-1].tokens if self._preview.decodes else ()
         for ms in (self.config.recheck_ms, self.config.recheck_again_ms):
             if ms:
                 shifted = self.audio[int(ms * SAMPLE_RATE / 1000):]
-                again = self.backend.transcribe(shifted, forced=[], prompt=self._prompt())
+                again = self.backend.transcribe(shifted, forced=[], prompt=self._prompt(), guess=heard)
                 if words(self.backend.text.decode(list(again.tokens)))[-1:] == said[-1:]:
                     return True
         return False
