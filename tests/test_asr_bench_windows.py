@@ -40,3 +40,25 @@ def test_bench_reports_each_window_and_the_automatic_choice(registry_model, tmp_
 def test_bench_needs_a_truth_set_and_windows_the_model_hears(registry_model, tmp_path, capsys):
     assert main(["bench", "asr", "--windows", "10", "--target", "tiny.en"]) != 0
     assert "--windows needs --audio" in capsys.readouterr().err
+
+
+def test_bench_guess_compares_the_decoders_on_the_hops_guess(registry_model, tmp_path, capsys):
+    registry_model("whisper-tiny.en")
+    registry_model("piper-en_US-joe-medium")
+    from foresay.engine.demo.piper_sets import build_piper_set
+
+    path = build_piper_set(tmp_path / "set", 2, room="silence", seed=5)
+    out = tmp_path / "guess.json"
+    code = main(["bench", "asr", "--guess", "--target", "tiny.en", "--audio", str(path),
+                 "--threads", "1", "--repeats", "1", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())["decoders"]
+    assert set(rows) == {"ctranslate2", "guess decoder", "guess decoder, hop's guess"}
+    for row in rows.values():
+        assert row["clips"] == 2 and row["median_ms"] > 0 and 0 <= row["wer"] < 0.5
+    guessed = rows["guess decoder, hop's guess"]
+    assert guessed["changed_by_the_guess"] == 0 and guessed["wer"] == rows["guess decoder"]["wer"]
+    assert 0 < guessed["accepted"] <= guessed["guess_tokens"]
+    assert "hop's guess" in capsys.readouterr().out
+    assert main(["bench", "asr", "--guess", "--windows", "10", "--target", "tiny.en", "--audio", str(path)]) != 0
+    assert "two different benchmarks" in capsys.readouterr().err

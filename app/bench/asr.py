@@ -1,6 +1,7 @@
 """`foresay bench asr`: target greedy vs chain speculative vs SpecASR (adaptive, + tree), and
 streaming delays. Every speculative method must reproduce the greedy tokens exactly. With
-`--windows`, a CTranslate2 Whisper's time and WER by encoder window instead (asr_windows.py)."""
+`--windows`, a CTranslate2 Whisper's time and WER by encoder window instead (asr_windows.py); with
+`--guess`, its decoders with and without the streaming hop's guess (asr_guess.py)."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,9 @@ def register(subparsers) -> None:
     parser.add_argument("--windows", type=_windows, metavar="S,S,...",
                         help="instead: time and WER of the CTranslate2 Whisper --target (e.g. tiny.en) by "
                              "encoder window (seconds, e.g. 10,20,30) on the truth set --audio SET.jsonl")
+    parser.add_argument("--guess", action="store_true",
+                        help="instead: the CTranslate2 Whisper --target (e.g. tiny.en) through CTranslate2's decoder and "
+                             "the guess decoder, without and with the last hop's guess, on the truth set --audio SET.jsonl")
     parser.add_argument("--pass-timing", choices=["auto", "skip"], default="auto",
                         help="time medium.en- and tiny.en-shaped passes (auto: only on a CUDA device)")
     parser.set_defaults(func=run)
@@ -146,9 +150,14 @@ def run(args: argparse.Namespace) -> int:
     from foresay.engine.asr.specasr import SpecConfig
     from foresay.engine.asr.streaming import StreamingConfig
 
+    if args.windows and args.guess:
+        raise AsrError("--windows and --guess are two different benchmarks: give one")
     if args.windows:
         from foresay.app.bench.asr_windows import run as run_windows
         return run_windows(args)
+    if args.guess:
+        from foresay.app.bench.asr_guess import run as run_guess
+        return run_guess(args)
     if min(args.max_new_tokens, args.stream_tail_tokens, args.repeats, args.hop_ms) < 1 or args.threads < 0:
         raise AsrError("--max-new-tokens, --stream-tail-tokens, --repeats and --hop-ms must be at least 1, "
                        "--threads 0 or more")
