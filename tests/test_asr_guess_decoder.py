@@ -49,6 +49,9 @@ def test_a_file_it_cannot_read_is_refused_with_the_reason(float_folder, asr_fixt
     (tmp_path / "cut.bin").write_bytes(data[: len(data) // 2])
     with pytest.raises(UnreadableWeights, match="truncated"):
         read_ct2_weights(tmp_path / "cut.bin")
+    (tmp_path / "empty.bin").write_bytes(b"")
+    with pytest.raises(UnreadableWeights, match="empty"):
+        read_ct2_weights(tmp_path / "empty.bin")
     (tmp_path / "future.bin").write_bytes(struct.pack("<I", 99) + data[4:])
     with pytest.raises(UnreadableWeights, match="format 99"):
         read_ct2_weights(tmp_path / "future.bin")

@@ -9,6 +9,7 @@ through CTranslate2 itself.
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,11 @@ class Ct2Weights:
 def read_ct2_weights(path: Path) -> Ct2Weights:
     """Every variable of the model file at `path`; raises `UnreadableWeights` for a file this
     reader does not take and `OSError` for one it cannot open."""
-    data = memoryview(Path(path).read_bytes())
+    with open(path, "rb") as file:
+        try:  # mapped, not read: the pages of variables never used (a Whisper's encoder) stay on disk
+            data = memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+        except ValueError:  # an empty file
+            raise UnreadableWeights(f"{path}: the file is empty") from None
     reader = _Reader(data, Path(path))
     version = reader.unpack("I")
     if version not in SUPPORTED_VERSIONS:

@@ -64,18 +64,19 @@ class WhisperGuessDecoder:
             raise UnreadableWeights(f"{model_file}: not the decoder layout of OpenAI's Whisper")
         self.heads = s["decoder/num_heads"]
         self.layers = sum(1 for k in a if k.startswith("decoder/layer_") and k.endswith("/ffn/linear_0/weight"))
-        t = {k: torch.from_numpy(v.astype(np.float32)) for k, v in a.items() if k.startswith("decoder/")}
-        embeddings = t.pop("decoder/embeddings/weight")
-        t.pop("decoder/projection/weight", None)  # the same weights (tied)
-        self.positions = t["decoder/position_encodings/encodings"]
-        self.width = embeddings.shape[1]
-        self.vocab = embeddings.shape[0]
+        def tensor(name: str) -> torch.Tensor:  # float32, one variable at a time (a large model's peak)
+            return torch.from_numpy(a[name].astype(np.float32))
+
+        stored = a["decoder/embeddings/weight"]
+        self.vocab, self.width = stored.shape
+        self._embeddings = torch.from_numpy(stored.copy())  # as stored: a few rows a pass
+        self._vocab = _Int8Linear(tensor("decoder/embeddings/weight"))  # the output projection is tied to it
+        linear = [k[:-len("/weight")] for k in a if k.startswith("decoder/layer_") and k.endswith("/weight")]
+        self._linears = {name: _Int8Linear(tensor(name + "/weight"), tensor(name + "/bias") if name + "/bias" in a
+                                           else None) for name in linear}
+        self.t = {k: tensor(k) for k in a if k.startswith("decoder/") and k.endswith(("/gamma", "/beta"))}
+        self.positions = tensor("decoder/position_encodings/encodings")
         self.max_positions = self.positions.shape[0]
-        self._embeddings = torch.from_numpy(a["decoder/embeddings/weight"].copy())  # as stored: a few rows a pass
-        self._vocab = _Int8Linear(embeddings)
-        linear = [name[:-len("/weight")] for name in t if name.startswith("decoder/layer_") and name.endswith("/weight")]
-        self._linears = {name: _Int8Linear(t.pop(name + "/weight"), t.pop(name + "/bias", None)) for name in linear}
-        self.t = t  # layer norms and positions
         self.suppress = torch.tensor(sorted({i for i in suppress if 0 <= i < self.vocab}), dtype=torch.long)
         self.suppress_begin = torch.tensor(sorted({i for i in suppress_begin if 0 <= i < self.vocab}),
                                            dtype=torch.long)
@@ -221,8 +222,9 @@ class _Int8Linear:
 
     torch's packed int8 kernel (weights per output row) quantizes its whole input with one scale
     and zero point, from the input's minimum and maximum. Each row is divided by its own largest
-    magnitude, and a row holding -1 and +1 goes first: every call then quantizes with the same
-    parameters, each row at its own scale, and the sums are integers (exact in any order)."""
+    magnitude, and a row holding -255/254 and +255/254 goes first: every call then quantizes with
+    the same parameters, each row on a grid of 1/127 of its largest magnitude (CTranslate2's own
+    int8 grid), and the sums are integers (exact in any order)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         scales = weight.abs().amax(1).clamp_min(1e-12) / 127.0
@@ -233,7 +235,7 @@ class _Int8Linear:
             self._packed = torch.ops.quantized.linear_prepack(q, None)
         self.bias = bias
         self._anchor = torch.zeros(1, weight.shape[1])
-        self._anchor[0, :2] = torch.tensor([-1.0, 1.0])
+        self._anchor[0, :2] = torch.tensor([-255 / 254, 255 / 254])
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         magnitudes = x.abs().amax(1, keepdim=True).clamp_min(1e-12)
