@@ -83,9 +83,15 @@ def test_a_35_s_clip_still_decodes(tiny_en, spoken):
     assert said(tiny_en, hypothesis) == words(REQUESTS[1])
 
 
-def test_the_decoder_checks_a_guess_in_one_pass_and_the_words_stay(tiny_en, spoken):
+@pytest.fixture(scope="module")
+def guessing(tiny_en):
+    return FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1, decoder="guess"))
+
+
+def test_the_decoder_checks_a_guess_in_one_pass_and_the_words_stay(guessing, spoken):
     """tiny.en's float16 weights run in the guess decoder: a right guess is kept whole in one pass,
     and no guess (right, short, wrong) changes what is heard."""
+    tiny_en = guessing
     assert tiny_en.guess_decoder is not None
     for text in (*REQUESTS, LONG):
         audio = spoken[text]
@@ -102,10 +108,10 @@ def test_the_decoder_checks_a_guess_in_one_pass_and_the_words_stay(tiny_en, spok
         assert tiny_en.transcribe(audio, forced=tokens[:4], guess=tokens[4:]).tokens == tokens[4:]
 
 
-def test_the_guess_decoder_hears_what_ctranslate2_hears(tiny_en, spoken):
+def test_the_guess_decoder_hears_what_ctranslate2_hears(guessing, tiny_en, spoken):
     """The same weights through CTranslate2's own decoder: the same words, and the sentence-end
     and no-speech probabilities the turn decision reads within a few points."""
-    ct2 = FasterWhisperBackend(FasterWhisperConfig("tiny.en", cpu_threads=1, decoder="ctranslate2"))
+    ct2, tiny_en = tiny_en, guessing
     assert ct2.guess_decoder is None
     for text in REQUESTS:
         ours, theirs = tiny_en.transcribe(spoken[text]), ct2.transcribe(spoken[text])

@@ -58,7 +58,8 @@ def test_a_file_it_cannot_read_is_refused_with_the_reason(float_folder, asr_fixt
 
 
 def test_the_backend_uses_it_only_where_the_weights_are_float(asr_fixture_root):
-    quantized = FasterWhisperBackend(FasterWhisperConfig("tiny-random", fixture_root=asr_fixture_root, cpu_threads=1))
+    quantized = FasterWhisperBackend(FasterWhisperConfig("tiny-random", fixture_root=asr_fixture_root, cpu_threads=1,
+                                                         decoder="guess"))
     assert quantized.guess_decoder is None
 
 

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         return FasterWhisperBackend(FasterWhisperConfig(args.target, cpu_threads=args.threads, decoder=decoder,
                                                         max_new_tokens=args.max_new_tokens))
 
-    guessing = backend("auto")
+    guessing = backend("guess")
     if guessing.guess_decoder is None:
         raise AsrError(f"{args.target}: its model file holds no float weights (quantized at conversion), "
                        "so it decodes through CTranslate2 alone")

@@ -28,9 +28,9 @@ class AsrConfig:
     compute_type: str = "auto"  # faster-whisper: auto (int8 on CPU, float16 on CUDA) or a CTranslate2 type
     threads: int = 0  # faster-whisper on CPU: CTranslate2's threads (0: `default_cpu_threads()`)
     no_speech_p: float = 0.6  # faster-whisper: Whisper's no-speech threshold (`FasterWhisperConfig`; 0: off)
-    # faster-whisper on CPU: auto (the decoder in torch on the model's float weights, checking the
-    # streaming hops' guess in one pass: `whisper/guess_decoder.py`) | ctranslate2 (a step a token)
-    whisper_decoder: str = "auto"
+    # faster-whisper: ctranslate2 (a step a token) | guess (on CPU, the decoder in torch on the
+    # model's float weights, checking the streaming hops' guess in one pass: `whisper/guess_decoder.py`)
+    whisper_decoder: str = "ctranslate2"
     language: str = "English"  # LLM backends: the transcript's language (name or code); Whisper .en models are English
     context: str = ""  # LLM backends: text given to the model as context (names, terms), before earlier turns
     spec: SpecConfig = field(default_factory=SpecConfig)

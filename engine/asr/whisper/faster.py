@@ -14,9 +14,9 @@ the model's own suppressed tokens. Longer audio (only a 30 s model's) goes throu
 moving windows as before. A decode in a window also says how sure the model was that a sentence
 ended after its last word (`Hypothesis.p_sentence_end`, `sentence_end`).
 
-On CPU, where the model file holds float weights, the decoder runs in torch on them
-(`guess_decoder`, `decoder="auto"`): CTranslate2 encodes, and the forced tokens and the guess
-(the words the streaming hops heard) are checked in one pass rather than a step a token.
+With `decoder="guess"`, on CPU and where the model file holds float weights, the decoder runs in
+torch on them (`guess_decoder`): CTranslate2 encodes, and the forced tokens and the guess (the
+words the streaming hops heard) are checked in one pass rather than a step a token.
 
 With `no_speech_p` set, audio that holds no speech (room noise, a breath, a click the voice
 detector let through) is heard as nothing, by Whisper's own rule: P(no speech) above `no_speech_p`
@@ -45,7 +45,7 @@ from foresay.engine.registry_models import fetched_whisper
 # Whisper's own silence rule (openai-whisper, faster-whisper): a decode whose P(no speech) is above
 # `no_speech_p` and whose average log-prob is below this is not speech.
 NO_SPEECH_LOGPROB = -1.0
-DECODERS = ("auto", "ctranslate2")
+DECODERS = ("ctranslate2", "guess")
 COMPUTE_TYPES = ("auto", "int8", "int8_float16", "int8_float32", "float16", "bfloat16", "float32")
 
 
@@ -63,10 +63,10 @@ class FasterWhisperConfig:
     no_speech_p: float = 0.6
     fixture_root: Path | None = None
     cache_root: Path | None = None  # converted transformers Whispers (None: ct2_convert's default)
-    # auto: on CPU, the decoder runs in torch on the model's float weights and checks the streaming
-    # hops' guess in one pass (`guess_decoder`), where the model file's weights are float;
-    # ctranslate2: every token a step of CTranslate2's own decoder
-    decoder: str = "auto"
+    # ctranslate2: every token a step of CTranslate2's own decoder; guess: on CPU, where the model
+    # file's weights are float, the decoder runs in torch on them and checks the streaming hops'
+    # guess in one pass (`guess_decoder`; elsewhere CTranslate2's)
+    decoder: str = "ctranslate2"
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -116,7 +116,7 @@ class FasterWhisperBackend(AsrBackend):
         multilingual = self.model.model.is_multilingual
         self._window_tokenizer = Tokenizer(tokenizer, multilingual, task="transcribe",
                                            language="en" if multilingual else None)
-        self.guess_decoder = (_guess_decoder(Path(source)) if config.decoder == "auto" and device == "cpu"
+        self.guess_decoder = (_guess_decoder(Path(source)) if config.decoder == "guess" and device == "cpu"
                               and Path(source).is_dir() else None)
 
     def transcribe(self, audio, forced=(), prompt=(), guess=()) -> Hypothesis:
