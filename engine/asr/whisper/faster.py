@@ -138,7 +138,7 @@ class FasterWhisperBackend(AsrBackend):
         else:
             tried.append(windows[-1] if windows else self.window_seconds)
             hypothesis = self.decode_in_window(audio, tried[-1], forced, prompt, guess=guess)
-        stats = replace(hypothesis.stats, windows=tuple(tried)) if hypothesis.stats else DecodeStats(windows=tuple(tried))
+        stats = replace(hypothesis.stats, windows=tuple(tried))
         if self._no_speech(hypothesis, forced):
             return Hypothesis((), stats, None, hypothesis.p_no_speech, hypothesis.avg_logprob)
         return replace(hypothesis, stats=stats)

@@ -114,12 +114,12 @@ class WhisperGuessDecoder:
             row = self._filtered(rows[i], begin=suppress_blank and not new and not forced)
             logits.append(row[None])
             token = int(row.argmax())
+            ended = token >= first_special
+            if not ended and len(new) == budget:
+                logits.pop()  # the budget is spent: this step's token is not decoded
+                break
             logprob += float(F.log_softmax(row, -1)[token])
-            if token >= first_special or len(new) + 1 > budget:
-                ended = token >= first_special
-                if not ended:
-                    logprob -= float(F.log_softmax(row, -1)[token])
-                    logits.pop()
+            if ended:
                 break
             new.append(token)
             if i < len(pending) and pending[i] == token:
@@ -184,7 +184,7 @@ class WhisperGuessDecoder:
         return _norm(x, t, "decoder/layer_norm")
 
     def _projection(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self._vocab(hidden)
+        return self._vocab(hidden)  # tied to the token embeddings
 
 
 class _State:
