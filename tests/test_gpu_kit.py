@@ -185,6 +185,15 @@ def test_a_hung_or_crashed_section_becomes_an_error_entry(tmp_path):
     assert gpu_kit.run_isolated([sys.executable, "-c", "pass"], part, 30)["figures"] == {"x": 1}
 
 
+def test_a_section_stopped_at_its_limit_keeps_what_it_measured(tmp_path):
+    part = tmp_path / "zonos.part.json"
+    child = ("import sys, time; from pathlib import Path; from foresay.app.bench.gpu_kit_sections import Kit; "
+             "Kit('cpu', True, Path('.'), Path('r.wav'), Path(sys.argv[1])).progress({'eager': {'step_ms': 7.5}}); "
+             "time.sleep(30)")
+    stopped = gpu_kit.run_isolated([sys.executable, "-c", child, str(part)], part, 5)
+    assert stopped["status"] == "timeout" and stopped["figures"] == {"eager": {"step_ms": 7.5}}
+
+
 def test_unknown_section_is_a_one_line_error(capsys):
     with pytest.raises(SystemExit):
         gpu_kit.main(["--out", "x", "--sections", "bench_gpu,nope"])

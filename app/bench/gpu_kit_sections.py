@@ -10,8 +10,10 @@ of acceptance; the demo models (trained in-house) give real acceptance at small 
 from __future__ import annotations
 
 import gc
+import json
 import statistics
 import subprocess
+import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -40,6 +42,13 @@ class Kit:
     small: bool  # small shapes (the CPU dry run)
     work: Path  # scratch folder: fixtures, the request recording, replies
     request: Path  # the spoken request (a WAV), made with espeak-ng when missing
+    part: Path | None = None  # where a section run in its own process saves what it has measured so far
+
+    def progress(self, figures: dict) -> None:
+        """Save the figures measured so far: a section stopped at its time limit keeps them."""
+        print(f"[gpu kit]   so far: {', '.join(figures)}", file=sys.stderr, flush=True)
+        if self.part is not None:
+            self.part.with_suffix(".progress.json").write_text(json.dumps(figures) + "\n")
 
     def llm(self) -> str:
         return "tiny-random" if self.small else "qwen2.5-7b-random"
@@ -355,4 +364,4 @@ def zonos(kit: Kit) -> dict:
         raise Skipped(ZONOS_REASON)
     from foresay.app.bench.zonos_timing import time_random_zonos
 
-    return time_random_zonos(kit.device, kit.small, kit.work)
+    return time_random_zonos(kit.device, kit.small, kit.work, kit.progress)

@@ -10,20 +10,23 @@ import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 FRAME_MS = 1000 * 512 / 44100  # one codec frame of audio: the step real time allows
 
 
-def time_random_zonos(device: str, small: bool, work: Path) -> dict:
-    """The figures; a compile of the decode step that fails is recorded (`compiled_error`) and
-    Zonos is timed uncompiled instead."""
+def time_random_zonos(device: str, small: bool, work: Path,
+                      progress: Callable[[dict], None] = lambda figures: None) -> dict:
+    """The figures, eager (`eager`) and then with the decode step compiled (`compiled`; on CUDA,
+    Zonos's default there), `progress(figures so far)` after each: a compile that outlasts the
+    caller's time limit leaves the eager figures. A compile that fails is recorded as text."""
     from foresay.app.bench.tts import DEFAULT_TEXT, measure
     from foresay.app.bench.zonos_random import offline_zonos, random_zonos_folder
     from foresay.engine.tts.zonos import ZonosConfig, ZonosEngine
 
     folder = random_zonos_folder(work / "zonos-random", small=small)
 
-    def figures(compile: bool | None) -> dict:
+    def figures(compile: bool) -> dict:
         # random weights rarely end a sentence: every synthesis runs to max_seconds
         config = ZonosConfig(model="transformer", model_id=str(folder), device=device, compile=compile,
                              max_seconds=0.5 if small else 3.0)
@@ -39,17 +42,21 @@ def time_random_zonos(device: str, small: bool, work: Path) -> dict:
                       step_ms=round(step, 3), step_p90_ms=round(statistics.quantiles(steps_ms, n=10)[-1], 3),
                       frame_ms=round(FRAME_MS, 2), step_vs_frame=round(step / FRAME_MS, 3),
                       steps_timed=len(steps_ms))
+        del engine
+        gc.collect()
         return result
 
+    report: dict = {}
     with offline_zonos(small):
-        try:
-            return figures(compile=None)  # Zonos compiles its decode step on CUDA
-        except Exception as exc:  # a compile that fails here: record why, and time it uncompiled
-            failed = f"{type(exc).__name__}: {exc}"[:1000]
-            gc.collect()
-            result = figures(compile=False)
-            result["compiled_error"] = failed
-            return result
+        report["eager"] = figures(compile=False)
+        progress(report)
+        if device.startswith("cuda"):
+            try:
+                report["compiled"] = figures(compile=True)
+            except Exception as exc:
+                report["compiled_error"] = f"{type(exc).__name__}: {exc}"[:1000]
+            progress(report)
+    return report
 
 
 def _steps(engine, text: str) -> list[float]:
