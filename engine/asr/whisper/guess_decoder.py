@@ -14,8 +14,11 @@ times a decode; then one pass a token. Figures: docs/benchmarks.md, "Whisper's d
 The guess only saves passes: `decode` returns this decoder's greedy tokens, and the same logits
 bit for bit, whatever the guess. Every linear map runs in int8 with the same quantization whatever
 the rows beside (`_Int8Linear`), and the attention runs one position at a time, so a pass computes
-each position with the operations and shapes of a step. Being int8 in its own way, it is a
-slightly different model from CTranslate2's int8 one, at the same WER.
+each position with the operations and shapes of a step. Its int8 is CTranslate2's: every weight
+and the embeddings on the same per-row grid, activations per row, rounded to nearest (in float32
+the two decoders agree to 1e-4 in log-prob). What still differs is float rounding, which at a
+quantization boundary moves an activation by one step and, through four layers, a log-prob by as
+much as a relative 1e-6 nudge of every linear map's input does: near ties may fall either way.
 
 `decode` is pure: the tokens, the step logits the sentence-end and no-speech rules read, the
 average log-prob, and how much of the guess held.
@@ -67,10 +70,11 @@ class WhisperGuessDecoder:
         def tensor(name: str) -> torch.Tensor:  # float32, one variable at a time (a large model's peak)
             return torch.from_numpy(a[name].astype(np.float32))
 
-        stored = a["decoder/embeddings/weight"]
-        self.vocab, self.width = stored.shape
-        self._embeddings = torch.from_numpy(stored.copy())  # as stored: a few rows a pass
-        self._vocab = _Int8Linear(tensor("decoder/embeddings/weight"))  # the output projection is tied to it
+        embeddings = tensor("decoder/embeddings/weight")
+        self.vocab, self.width = embeddings.shape
+        self._vocab = _Int8Linear(embeddings)  # the output projection is tied to the embeddings
+        # CTranslate2 quantizes the shared variable once and gathers the embeddings from its int8 rows
+        self._embeddings = self._vocab.dequantized_weight()
         linear = [k[:-len("/weight")] for k in a if k.startswith("decoder/layer_") and k.endswith("/weight")]
         self._linears = {name: _Int8Linear(tensor(name + "/weight"), tensor(name + "/bias") if name + "/bias" in a
                                            else None) for name in linear}
@@ -233,9 +237,14 @@ class _Int8Linear:
             q = torch.quantize_per_channel(weight, scales.double(), torch.zeros(len(scales), dtype=torch.long),
                                            0, torch.qint8)
             self._packed = torch.ops.quantized.linear_prepack(q, None)
+            self._dequantized = q.dequantize
         self.bias = bias
         self._anchor = torch.zeros(1, weight.shape[1])
         self._anchor[0, :2] = torch.tensor([-255 / 254, 255 / 254])
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """The weight as this map uses it: each row on its int8 grid, in float32."""
+        return self._dequantized()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         magnitudes = x.abs().amax(1, keepdim=True).clamp_min(1e-12)
