@@ -42,3 +42,49 @@ def test_fused_passes_run_compiled_leaves_with_the_plain_logits(fixture_dir):
     fused = agreement_logits(lm, ids)
     assert (fused.argmax(-1) == plain.argmax(-1)).all()
     assert (fused - plain).abs().max() == 0  # the counting backend runs the traced aten ops eagerly
+
+
+def failing_backend(graph_module, example_inputs):
+    raise RuntimeError("no compiler here")
+
+
+def test_fuse_on_fuses_the_loaded_model_and_auto_leaves_a_cpu_model_plain(fixture_dir, monkeypatch):
+    from foresay.engine.llm import fusion
+
+    calls = []
+    monkeypatch.setattr(fusion, "BACKEND", counting_backend(calls))
+    auto = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", max_context=128))
+    assert auto.fusion is None
+    fused = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", fuse="on", max_context=128))
+    assert fused.fusion is not None and fused.fusion.mlps == fused.model.config.num_hidden_layers
+    fused.warmup()
+    assert fused.fusion is not None and fused.static_engine().exact_verified and calls
+    ids = probe_ids(fused, 56)
+    auto.warmup()
+    assert (agreement_logits(fused, ids) - agreement_logits(auto, ids)).abs().max() == 0
+
+
+def test_a_fusion_that_fails_to_compile_warms_up_the_plain_model(fixture_dir, monkeypatch, caplog):
+    from foresay.engine.llm import fusion
+
+    monkeypatch.setattr(fusion, "BACKEND", failing_backend)
+    lm = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", fuse="on", max_context=128))
+    plain = load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", max_context=128))
+    with caplog.at_level("WARNING"):
+        lm.warmup()
+    assert lm.fusion is None and "LLM fusion failed in the warm-up" in caplog.text
+    assert lm.static_engine().exact_verified
+    plain.warmup()
+    ids = probe_ids(lm, 56)
+    assert (agreement_logits(lm, ids) - agreement_logits(plain, ids)).abs().max() == 0
+
+
+def test_fuse_is_checked(fixture_dir):
+    import pytest
+
+    from foresay.engine.errors import ForesayError
+
+    with pytest.raises(ForesayError, match="fuse 'yes' is not one of auto, on, off"):
+        LLMConfig(model="tiny-random", fuse="yes")
+    with pytest.raises(ForesayError, match="needs the static cache"):
+        load_llm(LLMConfig(model="tiny-random", device="cpu", cache="dynamic", fuse="on"))

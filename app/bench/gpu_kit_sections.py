@@ -142,7 +142,7 @@ def fusion(kit: Kit) -> dict:
     from foresay.engine.llm.fusion import fuse_decoder
 
     size = "small" if kit.small else "gpu"
-    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True,
+    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True, fuse="off",
                             max_context=FUSION_MAX_CONTEXT[size]))
     prefix = AGREEMENT_PREFIX[size]
     ids = probe_ids(lm, prefix + AGREEMENT_POSITIONS)

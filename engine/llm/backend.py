@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from foresay.engine.errors import ModelUnavailable
+from foresay.engine.errors import ForesayError, ModelUnavailable
 from foresay.engine.llm.config import LLMConfig
 from foresay.engine.llm.fixtures import FIXTURES, random_init_model
 from foresay.engine.llm.model import ChatLM, pick_device, pick_dtype
@@ -67,6 +67,12 @@ def load_llm(config: LLMConfig) -> ChatLM | ServerLM:
         turns = declared_history_turns(source)
     cache = choose_cache(config.cache, device, model.config)
     lm = ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns, cache, config.exact)
+    if config.fuse == "on" or (config.fuse == "auto" and device.type == "cuda"):
+        if cache == "static":
+            lm.fuse()
+        elif config.fuse == "on":
+            raise ForesayError("LLM config: fuse = 'on' needs the static cache (cache = 'static', or 'auto' "
+                               f"where the model allows it); this model runs the {cache} cache")
     log.info("loaded %s, %s cache, history %s", lm.description, cache,
              "as much as fits" if turns is None else f"{turns} earlier turn(s)")
     return lm

@@ -46,6 +46,9 @@ class LLMConfig:
     exact: static cache only: every pass has one shape, so PredGen-greedy equals greedy decoding
         bit for bit (False: one-row decode steps and bucketed verification, a little faster on a
         GPU, but near-ties may round differently between the two).
+    fuse: static cache only: the decoder's norms, MLPs and rotary embeddings compiled into fused
+        kernels before the capture (`engine.llm.fusion`): "auto" (on CUDA), "on" or "off". A
+        warm-up that fails to compile them warns and runs the plain model.
     """
     model: str = FLAGSHIP_MODEL
     device: str = "auto"
@@ -57,6 +60,7 @@ class LLMConfig:
     threads: int = 0
     cache: str = "auto"
     exact: bool = True
+    fuse: str = "auto"
     backend: str = "transformers"
     gguf_file: str | None = None
     chat_template: str | None = None
@@ -80,6 +84,8 @@ class LLMConfig:
             raise ForesayError("LLM config: max_history_turns must be >= 0")
         if self.cache not in ("auto", "static", "dynamic"):
             raise ForesayError(f"LLM config: cache {self.cache!r} is not one of auto, static, dynamic")
+        if self.fuse not in ("auto", "on", "off"):
+            raise ForesayError(f"LLM config: fuse {self.fuse!r} is not one of auto, on, off")
         if self.backend not in BACKENDS:
             raise ForesayError(f"LLM config: backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if self.backend == "openai" and not (self.base_url or "").startswith(("http://", "https://")):

@@ -12,7 +12,8 @@ to compile. The compiled code uses no CUDA graphs of its own (the static cache r
 Compiled code rounds differently from eager PyTorch (inductor keeps a fused chain of bfloat16
 operations in float32), so a fused model's logits are near, not equal to, the plain model's.
 Exact mode stays exact: every pass of the fused model has the same shape, and the warm-up's probes
-check that on the device. Nothing in the app fuses yet; the GPU kit's `fusion` section measures it.
+check that on the device. The app fuses on CUDA (`llm.fuse`, `ChatLM.fuse`); a warm-up that fails
+to compile undoes it (`unfuse_decoder`). The GPU kit's `fusion` section measures it.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Callable
 
 import torch
 
+BACKEND = "inductor"  # what `fuse_decoder` compiles with unless told
 ROTARY = "apply_rotary_pos_emb"  # the module-level function attention layers call (Qwen2, Qwen3, Llama)
 
 
@@ -35,20 +37,34 @@ class Fusion:
     rotary: int  # attention modules whose rotary embedding is compiled (0: not found in their code)
 
 
-def fuse_decoder(lm, backend: str | Callable = "inductor") -> Fusion:
+def fuse_decoder(lm, backend: str | Callable | None = None) -> Fusion:
     """Compile the norms, MLPs and rotary embeddings of `lm`'s (a ChatLM's) decoder in place with
     torch.compile's `backend` ("aot_eager" traces without generating code: a cheap check on a
     CPU). Compilation happens on first use, so in the next warm-up; the static engine is dropped,
     as its captured graphs hold the unfused kernels."""
+    backend = BACKEND if backend is None else backend
     options = {"backend": backend, "dynamic": False, "fullgraph": True}
-    decoder = lm.model.model
-    norms = [m for m in decoder.modules() if type(m).__name__.endswith("RMSNorm")]
-    mlps = [layer.mlp for layer in decoder.layers]
+    norms, mlps = _leaves(lm)
     for module in norms + mlps:
         module.compile(**options)
-    rotary = _compile_rotary([layer.self_attn for layer in decoder.layers], options)
+    rotary = _compile_rotary([layer.self_attn for layer in lm.model.model.layers], options)
     lm.drop_static_engine()
     return Fusion(getattr(backend, "__name__", backend), len(norms), len(mlps), rotary)
+
+
+def unfuse_decoder(lm) -> None:
+    """Undo `fuse_decoder`: the plain modules again, and the static engine dropped."""
+    norms, mlps = _leaves(lm)
+    for module in norms + mlps:
+        module._compiled_call_impl = None  # what nn.Module.compile set
+    for layer in lm.model.model.layers:
+        layer.self_attn.__dict__.pop("forward", None)  # the class's own forward again
+    lm.drop_static_engine()
+
+
+def _leaves(lm) -> tuple[list, list]:
+    decoder = lm.model.model
+    return [m for m in decoder.modules() if type(m).__name__.endswith("RMSNorm")], [layer.mlp for layer in decoder.layers]
 
 
 def _compile_rotary(attentions: list, options: dict) -> int:

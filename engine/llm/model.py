@@ -59,6 +59,7 @@ class ChatLM(ChatText):
         self.cache_kind = cache  # "static" | "dynamic": what kv_cache() makes
         self.exact = exact
         self.warmup_seconds: float | None = None
+        self.fusion = None  # what `fuse` compiled (engine.llm.fusion.Fusion), None: the plain model
         self._static = None
         super().__init__(tokenizer, name, (getattr(model, "generation_config", None), model.config))
 
@@ -79,6 +80,13 @@ class ChatLM(ChatText):
         """Forget the static engine and its captured passes (after the model's modules changed):
         the next `static_engine()` builds and captures anew."""
         self._static = None
+
+    def fuse(self) -> None:
+        """Compile the decoder's small operations into fused kernels (`engine.llm.fusion`); they
+        compile in the next warm-up, which falls back to the plain model if that fails."""
+        from foresay.engine.llm.fusion import fuse_decoder
+
+        self.fusion = fuse_decoder(self)
 
     def transformers_cache(self):
         """transformers' own empty cache for this model (what `DynamicKVCache` wraps)."""
@@ -122,15 +130,27 @@ class ChatLM(ChatText):
         cache the capture of its passes) precede 'ready'. Returns (and logs) the seconds taken."""
         start = time.perf_counter()
         if self.cache_kind == "static":
-            self.static_engine().warmup()
+            try:
+                self.static_engine().warmup()
+            except Exception as exc:  # a compiler missing or failing: any error, from a fused model only
+                if self.fusion is None:
+                    raise
+                from foresay.engine.llm.fusion import unfuse_decoder
+
+                log.warning("LLM fusion failed in the warm-up (%s: %s); running the plain model",
+                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                unfuse_decoder(self)
+                self.fusion = None
+                self.static_engine().warmup()
         else:
             cache = self.transformers_cache()
             ids = self.encode("Hello, how are you today?") or [0]
             logits = self.forward(cache, ids, 1)
             self.forward(cache, [int(logits[-1].argmax())], 1)
         self.warmup_seconds = time.perf_counter() - start
-        log.info("LLM warm-up (%s cache%s): %.2f s", self.cache_kind,
-                 ", exact" if self.exact and self.cache_kind == "static" else "", self.warmup_seconds)
+        log.info("LLM warm-up (%s cache%s%s): %.2f s", self.cache_kind,
+                 ", exact" if self.exact and self.cache_kind == "static" else "",
+                 ", fused" if self.fusion is not None else "", self.warmup_seconds)
         return self.warmup_seconds
 
 
