@@ -160,6 +160,25 @@ def test_missing_zonos_explains_how_to_install_it_from_git():
         load_zonos_backend(ZonosConfig())
 
 
+def test_zonos_without_a_matching_torchaudio_says_so(monkeypatch):
+    import builtins
+
+    real_import, find_spec = builtins.__import__, importlib.util.find_spec
+
+    def no_torchaudio(name, *args, **kwargs):
+        if name == "torchaudio":
+            raise ModuleNotFoundError("No module named 'torchaudio'", name="torchaudio")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "zonos" else find_spec(name, *a))
+    monkeypatch.setattr(builtins, "__import__", no_torchaudio)
+    with pytest.raises(TtsUnavailable) as raised:
+        load_zonos_backend(ZonosConfig())
+    message = str(raised.value)
+    assert "installed but cannot be imported" in message and "torchaudio must match torch" in message
+    assert "not installed" not in message
+
+
 @pytest.mark.requires_zonos
 @pytest.mark.skipif(importlib.util.find_spec("zonos") is None, reason="Zonos is not installed")
 @run_async

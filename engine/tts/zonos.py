@@ -23,10 +23,11 @@ from foresay.engine.tts.segments import Segment, SegmentJob
 from foresay.engine.tts.turns import ModelTurns
 from foresay.engine.tts.zonos_codes import complete_frames, delayed_history, undelay
 
-INSTALL_HINT = ("Zonos is not installed. Install it from its git repository (the PyPI package of that name is "
-                "not Zonos): pip install 'foresay[zonos]' 'zonos @ git+https://github.com/Zyphra/Zonos.git'; "
-                "for the hybrid model also: pip install --no-build-isolation mamba-ssm causal-conv1d. "
-                "It needs espeak-ng installed too.")
+INSTALL_HOW = ("Install it from its git repository (the PyPI package of that name is not Zonos): "
+               "pip install 'foresay[zonos]' 'zonos @ git+https://github.com/Zyphra/Zonos.git'; "
+               "for the hybrid model also: pip install --no-build-isolation mamba-ssm causal-conv1d. "
+               "It needs espeak-ng installed too.")
+INSTALL_HINT = f"Zonos is not installed. {INSTALL_HOW}"
 MODEL_IDS = {"transformer": "Zyphra/Zonos-v0.1-transformer", "hybrid": "Zyphra/Zonos-v0.1-hybrid"}
 EMOTIONS = ("happiness", "sadness", "disgust", "fear", "surprise", "anger", "other", "neutral")
 
@@ -92,13 +93,15 @@ def load_zonos_backend(config: ZonosConfig) -> ZonosBackend:
     """Imports Zonos and loads the model (blocking: call off the event loop)."""
     if importlib.util.find_spec("zonos") is None:
         raise TtsUnavailable(INSTALL_HINT)
+    import torch
+
     try:
-        import torch
         import torchaudio
         from zonos.conditioning import make_cond_dict, supported_language_codes
         from zonos.model import Zonos
     except ImportError as exc:
-        raise TtsUnavailable(f"Zonos is installed but cannot be imported ({exc}). {INSTALL_HINT}") from exc
+        missing = f"; torchaudio must match torch {torch.__version__}" if getattr(exc, "name", "") == "torchaudio" else ""
+        raise TtsUnavailable(f"Zonos is installed but cannot be imported ({exc}{missing}). {INSTALL_HOW}") from exc
     device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     kind = config.model
     if kind == "auto":
