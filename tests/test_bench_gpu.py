@@ -5,7 +5,7 @@ from foresay.app.bench import gpu as bench_gpu
 
 KEYS = {"device", "bandwidth_tbps", "llm", "asr", "tts", "predgen"}
 LLM_KEYS = {"key_spans", "model", "weight_gb", "floor_ms", "decode_step_ms", "verify_ms", "ratio_to_floor", "warmup_s", "exact",
-            "context", "by_context"}
+            "context", "by_context", "fused"}
 
 
 def test_bench_gpu_small_on_cpu_writes_every_figure(tmp_path, fixture_dir, capsys):
@@ -20,6 +20,7 @@ def test_bench_gpu_small_on_cpu_writes_every_figure(tmp_path, fixture_dir, capsy
     assert set(report["predgen"]) == {"reply_identical", "speedup"}
     llm = report["llm"]
     assert llm["model"] == "tiny-random" and llm["exact"] is True
+    assert llm["fused"] is False  # "auto" fuses on CUDA only
     assert report["bandwidth_tbps"] > 0 and llm["floor_ms"] > 0 and llm["decode_step_ms"] > 0
     assert abs(llm["ratio_to_floor"] - llm["decode_step_ms"] / llm["floor_ms"]) < 0.05 * llm["ratio_to_floor"] + 0.01
     assert report["predgen"]["reply_identical"] == 1.0

@@ -64,13 +64,15 @@ def llm_figures(args, bandwidth_tbps: float) -> tuple[dict, dict]:
     llm = {"model": args.llm, "weight_gb": round(weight_gb, 3), "floor_ms": round(floor_ms, 3), **first,
            "context": args.context[0], "by_context": by_context, "warmup_s": round(warmup_s, 2),
            "exact": bool(lm.cache_kind == "static" and lm.exact and lm.static_engine().exact_verified),
-           "key_spans": list(lm.static_engine().spans) if lm.cache_kind == "static" else None}
+           "key_spans": list(lm.static_engine().spans) if lm.cache_kind == "static" else None,
+           "fused": lm.fusion is not None}
     conversations = load_prompts(None, args.prompts, multi_turn=False)
     config = PredGenConfig(max_new_tokens=args.max_new_tokens)
     results = run_methods(lm, ["baseline", "greedy"], conversations, config, args.speed / 60)
     greedy = summarize("greedy", results["greedy"], results["baseline"])
     predgen = {"reply_identical": greedy["reply_identical"], "speedup": round(greedy["speedup"], 3)}
-    print(f"llm {args.llm} on {lm.device}: {lm.cache_kind} cache, warm-up {warmup_s:.2f} s", file=sys.stderr)
+    print(f"llm {args.llm} on {lm.device}: {lm.cache_kind} cache{', fused' if lm.fusion else ''}, "
+          f"warm-up {warmup_s:.2f} s", file=sys.stderr)
     del lm
     return llm, predgen
 
