@@ -72,12 +72,15 @@ class WhisperGuessDecoder:
 
         embeddings = tensor("decoder/embeddings/weight")
         self.vocab, self.width = embeddings.shape
-        self._vocab = _Int8Linear(embeddings)  # the output projection is tied to the embeddings
-        # CTranslate2 quantizes the shared variable once and gathers the embeddings from its int8 rows
-        self._embeddings = self._vocab.dequantized_weight()
+        # the output projection is tied to the embeddings: CTranslate2 quantizes the shared variable
+        # once and gathers the embeddings from its int8 rows
+        rows = _int8_rows(embeddings)
+        self._vocab = _Int8Linear(rows)
+        self._embeddings = rows.dequantize()
         linear = [k[:-len("/weight")] for k in a if k.startswith("decoder/layer_") and k.endswith("/weight")]
-        self._linears = {name: _Int8Linear(tensor(name + "/weight"), tensor(name + "/bias") if name + "/bias" in a
-                                           else None) for name in linear}
+        self._linears = {name: _Int8Linear(_int8_rows(tensor(name + "/weight")),
+                                           tensor(name + "/bias") if name + "/bias" in a else None)
+                         for name in linear}
         self.t = {k: tensor(k) for k in a if k.startswith("decoder/") and k.endswith(("/gamma", "/beta"))}
         self.positions = tensor("decoder/position_encodings/encodings")
         self.max_positions = self.positions.shape[0]
@@ -230,27 +233,29 @@ class _Int8Linear:
     the same parameters, each row on a grid of 1/127 of its largest magnitude (CTranslate2's own
     int8 grid), and the sums are integers (exact in any order)."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
-        scales = weight.abs().amax(1).clamp_min(1e-12) / 127.0
+    def __init__(self, rows: torch.Tensor, bias: torch.Tensor | None = None):
+        """`rows`: the weight quantized row by row (`_int8_rows`)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's quantized tensors warn of their future
-            q = torch.quantize_per_channel(weight, scales.double(), torch.zeros(len(scales), dtype=torch.long),
-                                           0, torch.qint8)
-            self._packed = torch.ops.quantized.linear_prepack(q, None)
-            self._dequantized = q.dequantize
+            self._packed = torch.ops.quantized.linear_prepack(rows, None)
         self.bias = bias
-        self._anchor = torch.zeros(1, weight.shape[1])
+        self._anchor = torch.zeros(1, rows.shape[1])
         self._anchor[0, :2] = torch.tensor([-255 / 254, 255 / 254])
-
-    def dequantized_weight(self) -> torch.Tensor:
-        """The weight as this map uses it: each row on its int8 grid, in float32."""
-        return self._dequantized()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         magnitudes = x.abs().amax(1, keepdim=True).clamp_min(1e-12)
         y = torch.ops.quantized.linear_dynamic(torch.cat([self._anchor, x / magnitudes]), self._packed)[1:]
         y = y * magnitudes
         return y if self.bias is None else y + self.bias
+
+
+def _int8_rows(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` quantized to int8 row by row, each on a grid of 1/127 of its largest magnitude."""
+    scales = weight.abs().amax(1).clamp_min(1e-12) / 127.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's quantized tensors warn of their future
+        return torch.quantize_per_channel(weight, scales.double(), torch.zeros(len(scales), dtype=torch.long),
+                                          0, torch.qint8)
 
 
 def _norm(x, t, name):
