@@ -70,7 +70,7 @@ def run_isolated(command: list[str], part: Path, limit_s: float) -> dict:
         entry = {"status": "timeout", "error": f"stopped after its limit of {limit_s:.0f} s",
                  "seconds": round(time.perf_counter() - started, 2)}
         try:  # what the section measured before its limit (`Kit.progress`)
-            entry["figures"] = json.loads(part.with_suffix(".progress.json").read_text())
+            entry["figures"] = json.loads(sections.progress_file(part).read_text())
         except (OSError, ValueError):
             pass
         return entry
@@ -114,7 +114,7 @@ def run_kit(args: argparse.Namespace) -> dict:
         else:
             part = work / f"{name}.part.json"
             part.unlink(missing_ok=True)
-            part.with_suffix(".progress.json").unlink(missing_ok=True)
+            sections.progress_file(part).unlink(missing_ok=True)
             command = [sys.executable, "-m", "foresay.app.bench.gpu_kit", "--section", name, "--part", str(part),
                        "--device", args.device, "--work", str(work), "--request", str(kit.request)]
             entry = run_isolated(command + (["--small"] if args.small else []), part,

@@ -48,10 +48,15 @@ class Kit:
         """Save the figures measured so far: a section stopped at its time limit keeps them."""
         print(f"[gpu kit]   so far: {', '.join(figures)}", file=sys.stderr, flush=True)
         if self.part is not None:
-            self.part.with_suffix(".progress.json").write_text(json.dumps(figures) + "\n")
+            progress_file(self.part).write_text(json.dumps(figures) + "\n")
 
     def llm(self) -> str:
         return "tiny-random" if self.small else "qwen2.5-7b-random"
+
+
+def progress_file(part: Path) -> Path:
+    """Where a section whose report goes to `part` saves its figures so far (`Kit.progress`)."""
+    return part.with_suffix(".progress.json")
 
 
 def ensure_request(path: Path) -> Path:
