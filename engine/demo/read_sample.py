@@ -32,10 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, write_wav
 from foresay.engine.errors import ForesayError
 
-SAMPLE_RATE = 16000
-HOP = 160  # 10 ms frames
 ROOM_RUN_FRAMES = 8  # room tone from quiet stretches of at least 80 ms
 FADE = 160  # 10 ms crossfades between them
 
@@ -89,8 +88,8 @@ RECORDINGS = (
 
 def frames_db(audio: np.ndarray) -> np.ndarray:
     """Each 10 ms frame's energy in dB."""
-    n = len(audio) // HOP
-    return 10 * np.log10((audio[:n * HOP].reshape(n, HOP) ** 2).mean(1) + 1e-12)
+    n = len(audio) // FRAME
+    return 10 * np.log10((audio[:n * FRAME].reshape(n, FRAME) ** 2).mean(1) + 1e-12)
 
 
 def high_pass(audio: np.ndarray, hz: float = 100.0) -> np.ndarray:
@@ -99,6 +98,12 @@ def high_pass(audio: np.ndarray, hz: float = 100.0) -> np.ndarray:
     frequencies = np.fft.rfftfreq(len(audio), 1 / SAMPLE_RATE)
     spectrum *= np.clip((frequencies - hz / 2) / (hz / 2), 0, 1)
     return np.fft.irfft(spectrum, len(audio)).astype(np.float32)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The runs of True in `mask`, as (first, after last) indices."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
 def speech_span(db: np.ndarray, floor: float, samples: int) -> tuple[int, int]:
@@ -111,15 +116,13 @@ def speech_span(db: np.ndarray, floor: float, samples: int) -> tuple[int, int]:
     breaks = np.flatnonzero(np.diff(loud) > 20)  # 0.2 s or more of quiet between two loud frames
     if len(breaks) and loud[-1] - loud[breaks[-1] + 1] < 15:
         loud = loud[:breaks[-1] + 1]
-    return max(0, loud[0] * HOP - 800), min(samples, (loud[-1] + 1) * HOP + 800)
+    return max(0, loud[0] * FRAME - 800), min(samples, (loud[-1] + 1) * FRAME + 800)
 
 
 def room_tone(audio: np.ndarray, db: np.ndarray, floor: float, seconds: float) -> np.ndarray:
     """`seconds` of the recording's quiet stretches (at least 80 ms under floor + 3 dB), in turn,
     joined with 10 ms crossfades."""
-    quiet = np.concatenate([[False], db < floor + 3, [False]])
-    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
-    runs = [audio[a * HOP:b * HOP] for a, b in zip(edges[::2], edges[1::2]) if b - a >= ROOM_RUN_FRAMES]
+    runs = [audio[a * FRAME:b * FRAME] for a, b in _runs(db < floor + 3) if b - a >= ROOM_RUN_FRAMES]
     if not runs:
         raise ForesayError("no room tone: no stretch of 80 ms stays within 3 dB of the recording's floor")
     ramp = (0.5 - 0.5 * np.cos(np.linspace(0, np.pi, FADE))).astype(np.float32)
@@ -137,19 +140,17 @@ def pause_point(db: np.ndarray, floor: float, span: tuple[int, int],
     """The sample where a pause goes: the middle of the longest run (30 ms or more) of frames under
     floor + 6 dB inside the speech (at least 0.1 s from its ends), where `word_gaps` (seconds) are
     given one that meets a gap between two words; else the quietest frame inside the speech."""
-    first, last = span[0] // HOP + 15, span[1] // HOP - 15
+    first, last = span[0] // FRAME + 15, span[1] // FRAME - 15
     if last <= first:
         raise ForesayError("the speech is too short for a pause inside it")
-    quiet = np.concatenate([[False], db[first:last] < floor + 6, [False]])
-    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
-    runs = [(first + a, first + b) for a, b in zip(edges[::2], edges[1::2]) if b - a >= 3]
+    runs = [(first + a, first + b) for a, b in _runs(db[first:last] < floor + 6) if b - a >= 3]
     if word_gaps is not None:
         runs = [(a, b) for a, b in runs
                 if any(start - 0.03 <= (a + b) / 200 <= end + 0.03 for start, end in word_gaps)]
     if runs:
         a, b = max(runs, key=lambda run: run[1] - run[0])
-        return (a + b) // 2 * HOP
-    return (first + int(np.argmin(db[first:last]))) * HOP
+        return (a + b) // 2 * FRAME
+    return (first + int(np.argmin(db[first:last]))) * FRAME
 
 
 def librivox_gaps(alignment: dict) -> list[tuple[float, float]]:
@@ -168,14 +169,6 @@ def load(data: bytes, member: str) -> np.ndarray:
         if (w.getframerate(), w.getnchannels(), w.getsampwidth()) != (SAMPLE_RATE, 1, 2):
             raise ForesayError(f"{member}: not 16 kHz mono 16-bit")
         return np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-
-
-def write(path: Path, audio: np.ndarray) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(SAMPLE_RATE)
-        w.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
 
 
 def fetch(source: Source, cache: Path) -> Path:
@@ -216,7 +209,7 @@ def build(out: Path, archives: dict[Source, Path], seed: int = 3) -> dict[str, i
         before, after = room_tone(audio, db, floor, lead), room_tone(audio, db, floor, 2.5)
 
         def add(kind: str, samples: np.ndarray, end_s: float, pause_s: float | None) -> None:
-            write(out / kind / f"{recording.name}.wav", samples)
+            write_wav(out / kind / f"{recording.name}.wav", samples)
             rows[kind].append({"audio": f"{recording.name}.wav", "pause_s": pause_s, "spoken": recording.text,
                                "turns": [{"start_s": round(lead, 3), "end_s": round(end_s, 3), "text": recording.text}],
                                "voice": f"real speaker ({recording.member.rsplit('/', 1)[-1]})",
