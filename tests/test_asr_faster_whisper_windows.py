@@ -91,31 +91,30 @@ def guessing(tiny_en):
 def test_the_decoder_checks_a_guess_in_one_pass_and_the_words_stay(guessing, spoken):
     """tiny.en's float16 weights run in the guess decoder: a right guess is kept whole in one pass,
     and no guess (right, short, wrong) changes what is heard."""
-    tiny_en = guessing
-    assert tiny_en.guess_decoder is not None
+    assert guessing.guess_decoder is not None
     for text in (*REQUESTS, LONG):
         audio = spoken[text]
-        plain = tiny_en.transcribe(audio)
+        plain = guessing.transcribe(audio)
         tokens = plain.tokens
-        assert said(tiny_en, plain) == words(text)
-        right = tiny_en.transcribe(audio, guess=tokens)
+        assert said(guessing, plain) == words(text)
+        right = guessing.transcribe(audio, guess=tokens)
         assert right.tokens == tokens and right.stats.accepted_per_round == (len(tokens),)
         assert right.stats.target_passes == 1
         for guess in (tokens[:3], tokens[:-2], (tokens[0] + 1,) + tokens[1:]):
-            again = tiny_en.transcribe(audio, guess=guess)
+            again = guessing.transcribe(audio, guess=guess)
             assert again.tokens == tokens
             assert again.p_sentence_end == plain.p_sentence_end
-        assert tiny_en.transcribe(audio, forced=tokens[:4], guess=tokens[4:]).tokens == tokens[4:]
+        assert guessing.transcribe(audio, forced=tokens[:4], guess=tokens[4:]).tokens == tokens[4:]
 
 
 def test_the_guess_decoder_hears_what_ctranslate2_hears(guessing, tiny_en, spoken):
     """The same weights through CTranslate2's own decoder: the same words, and the sentence-end
     and no-speech probabilities the turn decision reads within a few points."""
-    ct2, tiny_en = tiny_en, guessing
+    ct2 = tiny_en
     assert ct2.guess_decoder is None
     for text in REQUESTS:
-        ours, theirs = tiny_en.transcribe(spoken[text]), ct2.transcribe(spoken[text])
-        assert said(tiny_en, ours) == said(ct2, theirs)
+        ours, theirs = guessing.transcribe(spoken[text]), ct2.transcribe(spoken[text])
+        assert said(guessing, ours) == said(ct2, theirs)
         assert ours.p_sentence_end == pytest.approx(theirs.p_sentence_end, abs=0.1)
         assert ours.p_no_speech == pytest.approx(theirs.p_no_speech, abs=0.05)
         assert ours.avg_logprob == pytest.approx(theirs.avg_logprob, abs=0.3)
