@@ -61,6 +61,16 @@ def test_room_tone_is_quiet_continuous_and_as_long_as_asked():
         rs.room_tone(loud, rs.frames_db(loud), floor_of(rs.frames_db(loud)) - 20, 1.0)
 
 
+def test_room_tone_leaves_out_a_fade_in_from_digital_silence():
+    audio = recording([(0.5, 1.0), (1.3, 1.8)], 3.0)
+    audio[:1600] = 0.0  # the recording opens with 0.1 s of digital silence ...
+    audio[1600:2400] *= np.linspace(0.0, 1.0, 800, dtype=np.float32)  # ... and fades in
+    db = rs.frames_db(audio)
+    floor = floor_of(db)
+    tone = rs.frames_db(rs.room_tone(audio, db, floor, 2.5))
+    assert tone.min() > np.median(tone) - 12  # no dip to silence anywhere in the tone
+
+
 def test_the_pause_goes_in_the_longest_quiet_run_or_between_two_aligned_words():
     audio = recording([(0.5, 1.0), (1.3, 1.6), (1.7, 2.3)], 3.0)
     db = rs.frames_db(audio)

@@ -13,7 +13,8 @@ five LibriVox sentences (with their word alignments) from the same, and CMU ARCT
 cut 0.05 s around its frames more than 12 dB over its floor (the 10th percentile of its frames;
 a click or breath of at most 0.15 s after 0.2 s of quiet at the end left out),
 and set in 0.5-1.0 s of its own room tone before and 2.5 s after. The room tone is the recording's
-own stretches of at least 80 ms under floor + 3 dB, joined with 10 ms crossfades (single quiet
+own stretches of at least 80 ms under floor + 3 dB and no more than 12 dB under their median (a
+fade-in from digital silence is not the room), joined with 10 ms crossfades (single quiet
 frames tiled would buzz at 100 Hz, which a voice detector hears). `paused/` holds 11 of them again
 with 0.45-0.75 s of room tone in the middle of the longest quiet run inside the speech (for the
 LibriVox sentences, one between two aligned words). Writes `complete/` and `paused/`, each with
@@ -120,8 +121,13 @@ def speech_span(db: np.ndarray, floor: float, samples: int) -> tuple[int, int]:
 
 def room_tone(audio: np.ndarray, db: np.ndarray, floor: float, seconds: float) -> np.ndarray:
     """`seconds` of the recording's quiet stretches (at least 80 ms under floor + 3 dB), in turn,
-    joined with 10 ms crossfades."""
-    runs = [audio[a * FRAME:b * FRAME] for a, b in _runs(db < floor + 3) if b - a >= ROOM_RUN_FRAMES]
+    joined with 10 ms crossfades. Frames more than 12 dB under the quiet frames' median are not
+    the room: a recording that opens from digital silence fades in over its first frames, and
+    tone with such dips in it pulls a live noise-floor tracker down after every word."""
+    quiet = db < floor + 3
+    if quiet.any():
+        quiet &= db > float(np.median(db[quiet])) - 12
+    runs = [audio[a * FRAME:b * FRAME] for a, b in _runs(quiet) if b - a >= ROOM_RUN_FRAMES]
     if not runs:
         raise ForesayError("no room tone: no stretch of 80 ms stays within 3 dB of the recording's floor")
     ramp = (0.5 - 0.5 * np.cos(np.linspace(0, np.pi, FADE))).astype(np.float32)
