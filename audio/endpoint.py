@@ -128,6 +128,7 @@ class Endpointer:
         self._turn: Turn | None = None
         self._last_t = 0.0                  # end of the audio processed so far
         self._noise_db: float | None = None  # noise floor estimate, dBFS
+        self._keep_floor = False            # the audio is not the room's (muted): learn nothing of it
         self._resumable: Turn | None = None  # the last turn, while it may still go on
         self._since_end: list[tuple[float, np.ndarray, bool]] = []  # its frames after the end
         self.frames_seen = 0
@@ -239,12 +240,21 @@ class Endpointer:
         self._last_t = t_end
         return events
 
+    def keep_noise_floor(self, keep: bool) -> None:
+        """While `keep`, the audio is not the room's (a muted microphone's zeros): the noise floor
+        and the hiss median keep what they learned. A floor pulled down to the zeros took 15-20 s
+        to rise back to the room, and meanwhile the room passed the energy check: after an
+        unmute, turns began on room noise, and ended late or not at all."""
+        self._keep_floor = keep
+
     def _above_noise(self, frame: np.ndarray) -> float | None:
         """Track the noise floor (follows quiet frames down at once, rises 3 dB/s) and return
         how far the frame stands above it, in dB (None: the energy check is off)."""
         if self.config.energy_margin_db <= 0:
             return None
         level = rms_db(frame)
+        if self._keep_floor:
+            return None if self._noise_db is None else level - self._noise_db
         if self._noise_db is None or level < self._noise_db:
             self._noise_db = level
         else:
@@ -259,6 +269,8 @@ class Endpointer:
         if self.config.word_tail_hiss_db <= 0:
             return False
         level = rms_db(np.diff(frame))
+        if self._keep_floor:
+            return self._hiss_db is not None and level - self._hiss_db >= self.config.word_tail_hiss_db
         if self._hiss_db is None:
             self._hiss_db = level
         loud = level - self._hiss_db >= self.config.word_tail_hiss_db

@@ -141,3 +141,4 @@ class Listener(Stage):
             self.endpointer.set_mode(event.mode, event.t)
         elif isinstance(event, MuteChanged):
             self._muted = event.muted
+            self.endpointer.keep_noise_floor(event.muted)  # the zeros fed meanwhile are not the room

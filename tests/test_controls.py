@@ -53,6 +53,30 @@ def test_muting_silences_the_microphone_until_unmuted(tmp_path):
     assert [type(e) for e in seen if isinstance(e, (SpeechStarted, TurnEnded))] == [SpeechStarted, TurnEnded]
 
 
+def test_after_an_unmute_a_turn_ends_as_it_would_have_without_the_mute(tmp_path):
+    """The zeros a muted microphone is replaced by are not the room: the next turn is heard
+    against the room's noise as before (a floor pulled down to zeros let the room pass as
+    voice, and such turns ended late or not at all)."""
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5, noise_db=-50.0)
+    room = clip.samples[:SAMPLE_RATE // 2]
+
+    def last_voiced_after(mute_s: float) -> list[float]:
+        p, listener, seen, now, _ = pipeline()
+        play(listener, room, T0)
+        now["t"] = T0 + 0.5
+        p.set_muted(True)
+        play(listener, room[:int(mute_s * SAMPLE_RATE)] if mute_s else room[:0], T0 + 0.5)
+        now["t"] = start = T0 + 0.5 + mute_s
+        p.set_muted(False)
+        play(listener, clip.samples, start)
+        return [round(e.last_voiced_t - start, 2) for e in seen if isinstance(e, TurnEnded)]
+
+    unmuted = last_voiced_after(0.0)
+    assert len(unmuted) == 1 and abs(unmuted[0] - clip.speech_end) < 0.1
+    after_mute = last_voiced_after(3.0)
+    assert len(after_mute) == 1 and abs(after_mute[0] - unmuted[0]) <= 0.031  # within a frame
+
+
 def test_push_to_talk_turns_run_from_the_press_to_the_release(tmp_path):
     clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5)
     p, listener, seen, now, _ = pipeline(mode="push-to-talk")
