@@ -55,6 +55,10 @@ from .turn import Turn
 from .turn_taking import TurnTaking, TurnTakingConfig
 from .vad import Vad
 
+DIGITAL_SILENCE_DB = -100.0  # quieter than any microphone's own noise: zeros, a bit of dither
+QUIET_ROOM_DB = -60.0        # the highest floor the first sound after such an opening may set: it
+                             # may be speech (a gated microphone), and a quiet room is under it
+
 
 @dataclass(frozen=True)
 class EndpointerConfig:
@@ -129,6 +133,7 @@ class Endpointer:
         self._last_t = 0.0                  # end of the audio processed so far
         self._noise_db: float | None = None  # noise floor estimate, dBFS
         self._keep_floor = False            # the audio is not the room's (muted): learn nothing of it
+        self._opened_silent = False         # the stream opened with digital silence
         self._resumable: Turn | None = None  # the last turn, while it may still go on
         self._since_end: list[tuple[float, np.ndarray, bool]] = []  # its frames after the end
         self.frames_seen = 0
@@ -255,7 +260,14 @@ class Endpointer:
         level = rms_db(frame)
         if self._keep_floor:
             return None if self._noise_db is None else level - self._noise_db
-        if self._noise_db is None or level < self._noise_db:
+        if self._noise_db is None:
+            if level < DIGITAL_SILENCE_DB:
+                # a stream that opens in zeros (a waking Bluetooth or USB microphone) says nothing
+                # of the room yet: a floor of zeros let the room pass as voice for 15-20 s
+                self._opened_silent = True
+                return None
+            self._noise_db = min(level, QUIET_ROOM_DB) if self._opened_silent else level
+        elif level < self._noise_db:
             self._noise_db = level
         else:
             self._noise_db += 3.0 * self._frame_s

@@ -349,3 +349,33 @@ def test_a_final_s_in_a_rooms_hum_is_heard_in_its_high_frequencies(tmp_path):
 
     assert abs(last_voiced(EndpointerConfig()) - hiss_end) <= FRAME + EPS
     assert last_voiced(EndpointerConfig(word_tail_hiss_db=0)) <= hiss_end - 0.09
+
+
+def test_a_stream_that_opens_in_zeros_hears_the_room_as_one_that_does_not(tmp_path):
+    """A waking microphone's first blocks of zeros teach the noise floor nothing: the turn starts
+    and ends as it would without them (a floor of zeros let the room pass as voice)."""
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5, noise_db=-55.0)
+
+    def turn_after(zeros_s: float):
+        lead = int(round(zeros_s / FRAME)) * round(FRAME * SAMPLE_RATE)  # whole frames: the same grid
+        x = np.concatenate([np.zeros(lead, np.float32), clip.samples])
+        [(start, last, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), x))
+        return start - lead / SAMPLE_RATE, last - lead / SAMPLE_RATE
+
+    start, last = turn_after(0.0)
+    assert abs(last - clip.speech_end) <= 2 * FRAME
+    for zeros_s in (0.3, 1.5):
+        assert turn_after(zeros_s) == pytest.approx((start, last), abs=EPS)
+
+
+def test_a_room_of_digital_silence_still_hears_every_word(tmp_path):
+    """A gated microphone: zeros around the speech, opening inside the first word. The first
+    sound after them is then speech, so it sets no floor above a quiet room's, and the words
+    after it still pass the energy check."""
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5)
+    x = clip.samples.copy()
+    opens = clip.speech_start + 0.05
+    t = np.arange(len(x)) / SAMPLE_RATE
+    x[(t < opens) | (t > clip.speech_end + 0.02)] = 0.0
+    [(start, last, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), x))
+    assert abs(start - opens) <= 2 * FRAME and abs(last - clip.speech_end) <= 2 * FRAME
