@@ -129,7 +129,7 @@ def room_tone(audio: np.ndarray, db: np.ndarray, floor: float, seconds: float) -
         quiet &= db > float(np.median(db[quiet])) - 12
     runs = [audio[a * FRAME:b * FRAME] for a, b in _runs(quiet) if b - a >= ROOM_RUN_FRAMES]
     if not runs:
-        raise ForesayError("no room tone: no stretch of 80 ms stays within 3 dB of the recording's floor")
+        raise ForesayError("no room tone: no stretch of 80 ms stays near the recording's floor")
     ramp = (0.5 - 0.5 * np.cos(np.linspace(0, np.pi, FADE))).astype(np.float32)
     need = int(seconds * SAMPLE_RATE)
     out, i = runs[0].copy(), 1
