@@ -47,7 +47,7 @@ import numpy as np
 
 from foresay.engine.events import Event, SpeechStarted, TurnEnded, TurnResumed
 
-from .blocks import SAMPLE_RATE, AudioBlock, rms_db
+from .blocks import SAMPLE_RATE, AudioBlock, rms_db, sound_db
 from .gate import Mode, PushToTalkGate
 from .hangover import FixedHangover, HangoverPolicy
 from .resample import Framer
@@ -257,7 +257,7 @@ class Endpointer:
         how far the frame stands above it, in dB (None: the energy check is off)."""
         if self.config.energy_margin_db <= 0:
             return None
-        level = rms_db(frame)
+        level = sound_db(frame)
         if self._keep_floor:
             return None if self._noise_db is None else level - self._noise_db
         if self._noise_db is None:

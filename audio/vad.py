@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocks import SAMPLE_RATE, rms_db, to_pcm16
+from .blocks import SAMPLE_RATE, sound_db, to_pcm16
 from .errors import AudioError
 
 
@@ -165,7 +165,7 @@ class LevelledVad(Vad):
 
     def probability(self, frame: np.ndarray) -> float:
         self._check(frame)
-        level = rms_db(frame)
+        level = sound_db(frame)
         if self._loudest_db is None or level > self._loudest_db:
             self._loudest_db = level
         else:

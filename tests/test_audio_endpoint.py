@@ -379,3 +379,15 @@ def test_a_room_of_digital_silence_still_hears_every_word(tmp_path):
     x[(t < opens) | (t > clip.speech_end + 0.02)] = 0.0
     [(start, last, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), x))
     assert abs(start - opens) <= 2 * FRAME and abs(last - clip.speech_end) <= 2 * FRAME
+
+
+def test_a_microphones_dc_offset_changes_no_turn(tmp_path):
+    """Many microphones add a DC offset (here 1% of full scale, -40 dBFS): the energy check
+    measures the sound, not the offset, so the turn starts and ends where it would without it."""
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.0, after_s=1.5, noise_db=-60.0)
+
+    def turn(x):
+        [(start, last, _)] = turns(feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), x))
+        return start, last
+
+    assert turn(clip.samples + np.float32(0.01)) == pytest.approx(turn(clip.samples), abs=EPS)
