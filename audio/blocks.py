@@ -44,8 +44,7 @@ def rms_db(x: np.ndarray) -> float:
 
 def sound_db(frame: np.ndarray) -> float:
     """The level of the sound in a short frame, leaving out the DC offset that many microphones
-    add (0.5-2% of full scale is common): counted in, it was a noise floor no word could stand
-    10 dB above, and the ends of words went unheard."""
+    add (0.5-2% of full scale is common), which is no one's loudness."""
     x = np.asarray(frame, np.float64)
     return rms_db(x - x.mean()) if len(x) else -120.0
 

@@ -47,17 +47,14 @@ import numpy as np
 
 from foresay.engine.events import Event, SpeechStarted, TurnEnded, TurnResumed
 
-from .blocks import SAMPLE_RATE, AudioBlock, rms_db, sound_db
+from .blocks import SAMPLE_RATE, AudioBlock
 from .gate import Mode, PushToTalkGate
 from .hangover import FixedHangover, HangoverPolicy
 from .resample import Framer
+from .room_noise import RoomNoise
 from .turn import Turn
 from .turn_taking import TurnTaking, TurnTakingConfig
 from .vad import Vad
-
-DIGITAL_SILENCE_DB = -100.0  # quieter than any microphone's own noise: zeros, a bit of dither
-QUIET_ROOM_DB = -60.0        # the highest floor the first sound after such an opening may set: it
-                             # may be speech (a gated microphone), and a quiet room is under it
 
 
 @dataclass(frozen=True)
@@ -131,16 +128,13 @@ class Endpointer:
         self._ring: deque[tuple[float, np.ndarray, bool]] = deque()  # recent frames, no turn
         self._turn: Turn | None = None
         self._last_t = 0.0                  # end of the audio processed so far
-        self._noise_db: float | None = None  # noise floor estimate, dBFS
-        self._keep_floor = False            # the audio is not the room's (muted): learn nothing of it
-        self._opened_silent = False         # the stream opened with digital silence
+        self._room = RoomNoise(self._frame_s, self.config.word_tail_hiss_db)  # the energy check
         self._resumable: Turn | None = None  # the last turn, while it may still go on
         self._since_end: list[tuple[float, np.ndarray, bool]] = []  # its frames after the end
         self.frames_seen = 0
         self._was_voiced = False             # the previous frame was voiced (hold_margin_db)
         self._speech_end: float | None = None  # end of the VAD's last voiced frame
         self._sound_end: float | None = None   # end of the last voiced frame, word tails included
-        self._hiss_db: float | None = None     # median high-frequency level of unvoiced frames
 
     # --- public -----------------------------------------------------------------------------
 
@@ -223,14 +217,15 @@ class Endpointer:
     def _process_frame(self, frame: np.ndarray, t: float) -> list[Event]:
         t_end = t + self._frame_s
         events = self._apply_controls(t)
-        margin = self._above_noise(frame)   # always: it tracks the noise floor
+        # always: the room's floor and hiss are tracked over every frame
+        margin = self._room.margin(frame) if self.config.energy_margin_db > 0 else None
         c = self.config
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
         if voiced:
             self._speech_end = t_end
         elif margin is not None and c.word_tail_gap_ms:
-            hiss = self._hiss(frame)  # always: it tracks the unvoiced frames' median
+            hiss = self._room.hisses(frame)
             voiced = (loud or hiss) and self._word_tail(t, t_end)
         if voiced:
             self._sound_end = t_end
@@ -246,48 +241,8 @@ class Endpointer:
         return events
 
     def keep_noise_floor(self, keep: bool) -> None:
-        """While `keep`, the audio is not the room's (a muted microphone's zeros): the noise floor
-        and the hiss median keep what they learned. A floor pulled down to the zeros took 15-20 s
-        to rise back to the room, and meanwhile the room passed the energy check: after an
-        unmute, turns began on room noise, and ended late or not at all."""
-        self._keep_floor = keep
-
-    def _above_noise(self, frame: np.ndarray) -> float | None:
-        """Track the noise floor (follows quiet frames down at once, rises 3 dB/s) and return
-        how far the frame stands above it, in dB (None: the energy check is off)."""
-        if self.config.energy_margin_db <= 0:
-            return None
-        level = sound_db(frame)
-        if self._keep_floor:
-            return None if self._noise_db is None else level - self._noise_db
-        if self._noise_db is None:
-            if level < DIGITAL_SILENCE_DB:
-                # a stream that opens in zeros (a waking Bluetooth or USB microphone) says nothing
-                # of the room yet: a floor of zeros let the room pass as voice for 15-20 s
-                self._opened_silent = True
-                return None
-            self._noise_db = min(level, QUIET_ROOM_DB) if self._opened_silent else level
-        elif level < self._noise_db:
-            self._noise_db = level
-        else:
-            self._noise_db += 3.0 * self._frame_s
-        return level - self._noise_db
-
-    def _hiss(self, frame: np.ndarray) -> bool:
-        """Whether an unvoiced frame's high frequencies (its first difference: +3 dB at 4 kHz,
-        -22 dB at 200 Hz) stand `word_tail_hiss_db` above their median over unvoiced frames, which
-        this tracks. A median, not the whole band's minimum: outside speech a real microphone's
-        clicks and breaths put single frames 8-20 dB above the quietest, where the median holds."""
-        if self.config.word_tail_hiss_db <= 0:
-            return False
-        level = rms_db(np.diff(frame))
-        if self._keep_floor:
-            return self._hiss_db is not None and level - self._hiss_db >= self.config.word_tail_hiss_db
-        if self._hiss_db is None:
-            self._hiss_db = level
-        loud = level - self._hiss_db >= self.config.word_tail_hiss_db
-        self._hiss_db += 0.5 if level > self._hiss_db else -0.5  # the median, in a second or two
-        return loud
+        """While `keep`, the audio is not the room's (the app's mute): see `RoomNoise.keep`."""
+        self._room.keep(keep)
 
     def _word_tail(self, t: float, t_end: float) -> bool:
         """Whether a loud frame the VAD calls unvoiced ends the word just said: inside a turn (a

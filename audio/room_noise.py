@@ -1,0 +1,134 @@
+"""What the room sounds like, frame by frame: its noise floor in the speech band, and its hiss.
+
+`RoomNoise` is the endpointer's energy check. `margin(frame)` says how far a frame stands above
+the room's noise floor, read in the speech band; `hisses(frame)` whether an unvoiced frame's
+high frequencies stand out from the room's (a word's final "s"). Frames go through in stream
+order, every one of them: both track the room as they go.
+
+The speech band (`SpeechBand`): a streaming 4th-order Butterworth high-pass at 100 Hz (50 Hz hum
+lies 24 dB down, 60 Hz 18 dB, a low male voice's 85 Hz fundamental 6 dB), run as an FIR (its
+impulse response up to where it has decayed by 80 dB, one `np.convolve` per frame) with its
+state carried from frame to frame. Mains hum (a ground loop, a cheap USB microphone), rumble and
+a microphone's DC offset stood over the quiet ends of words when levels were read over the whole
+band.
+
+The floor follows quiet frames down at once and rises 3 dB/s. Digital silence (zeros: a stream
+opening, a mute key, a dropout, a gated microphone) says nothing of the room: it leaves the floor
+alone, and the first sound after it sets the floor afresh, no higher than a quiet room's, since
+that sound may be speech. A floor pulled down to the zeros took 15-20 s to rise back, and
+meanwhile the room passed as voice: turns began on it and ended late or not at all. While the
+app's mute feeds zeros (`keep(True)`), floor and hiss median keep what they learned.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from .blocks import SAMPLE_RATE, rms_db
+
+CUTOFF_HZ = 100.0
+DIGITAL_SILENCE_DB = -100.0  # quieter than any microphone's own noise: zeros, a bit of dither
+QUIET_ROOM_DB = -60.0        # the highest floor the first sound after digital silence may set: it
+                             # may be speech (a gated microphone), and a quiet room is under it
+
+
+def _butterworth_sections(cutoff_hz: float, rate: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The two biquads (b, a) of a 4th-order Butterworth high-pass (bilinear transform, prewarped)."""
+    k = math.tan(math.pi * cutoff_hz / rate)
+    sections = []
+    for q in (1 / (2 * math.cos(math.pi / 8)), 1 / (2 * math.cos(3 * math.pi / 8))):
+        norm = 1 / (1 + k / q + k * k)
+        b = np.array([1.0, -2.0, 1.0]) * norm
+        a = np.array([1.0, 2 * (k * k - 1) * norm, (1 - k / q + k * k) * norm])
+        sections.append((b, a))
+    return sections
+
+
+@lru_cache(maxsize=4)
+def impulse_response(cutoff_hz: float = CUTOFF_HZ, rate: int = SAMPLE_RATE, floor_db: float = -80.0) -> np.ndarray:
+    """The high-pass's impulse response, cut where its envelope has fallen `floor_db` under its peak."""
+    n = rate // 10  # 100 ms: far longer than the response lasts at any cutoff used here
+    x = np.zeros(n)
+    x[0] = 1.0
+    for b, a in _butterworth_sections(cutoff_hz, rate):
+        y = np.zeros(n)
+        for i in range(n):  # once, at construction
+            y[i] = (b[0] * x[i] + (b[1] * x[i - 1] if i >= 1 else 0.0) + (b[2] * x[i - 2] if i >= 2 else 0.0)
+                    - (a[1] * y[i - 1] if i >= 1 else 0.0) - (a[2] * y[i - 2] if i >= 2 else 0.0))
+        x = y
+    envelope = np.maximum.accumulate(np.abs(x)[::-1])[::-1]  # the largest magnitude from each sample on
+    keep = np.flatnonzero(envelope >= np.abs(x).max() * 10 ** (floor_db / 20))
+    h = x[:keep[-1] + 1]
+    h.flags.writeable = False  # shared by every SpeechBand
+    return h
+
+
+class SpeechBand:
+    def __init__(self, cutoff_hz: float = CUTOFF_HZ, rate: int = SAMPLE_RATE):
+        if not 0 < cutoff_hz < rate / 2:
+            raise ValueError(f"speech band: cutoff_hz must be in (0, {rate / 2}), got {cutoff_hz}")
+        self._h = impulse_response(cutoff_hz, rate)
+        self._tail = np.zeros(len(self._h) - 1)  # the stream's last samples, which the next frame's output needs
+
+    def __call__(self, frame: np.ndarray) -> np.ndarray:
+        """`frame` (the next samples of the stream) high-passed."""
+        x = np.concatenate([self._tail, np.asarray(frame, np.float64)])
+        self._tail = x[len(x) - len(self._tail):]
+        return np.convolve(x, self._h, mode="valid")
+
+
+class RoomNoise:
+    def __init__(self, frame_s: float, hiss_db: float = 10.0, rise_db_per_s: float = 3.0):
+        """`hiss_db`: how far over the room's median a frame's high frequencies must stand to
+        hiss (0: never)."""
+        self.hiss_db = hiss_db
+        self._rise = rise_db_per_s * frame_s
+        self._band = SpeechBand()
+        self.floor_db: float | None = None  # the noise floor in the speech band, dBFS
+        self.hiss_median_db: float | None = None  # median high-frequency level of unvoiced frames
+        self._after_zeros = False  # digital silence came since the floor was last set
+        self._keep = False
+
+    def keep(self, keep: bool) -> None:
+        """While `keep`, the audio is not the room's (the app's mute feeds zeros, or what the echo
+        canceller makes of them): floor and hiss median keep what they learned, so after it the
+        room is judged against its own floor at once, where zeros alone would leave a floor no
+        higher than a quiet room's to rise to a louder one at 3 dB/s."""
+        self._keep = keep
+
+    def margin(self, frame: np.ndarray) -> float | None:
+        """How far `frame` stands above the noise floor, in dB (None: no floor known yet)."""
+        level = rms_db(self._band(frame))
+        if self._keep:
+            return None if self.floor_db is None else level - self.floor_db
+        if level < DIGITAL_SILENCE_DB:
+            self._after_zeros = True
+            return None if self.floor_db is None else level - self.floor_db
+        if self.floor_db is None or self._after_zeros:
+            self.floor_db = min(level, QUIET_ROOM_DB) if self._after_zeros else level
+            self._after_zeros = False
+        elif level < self.floor_db:
+            self.floor_db = level
+        else:
+            self.floor_db += self._rise
+        return level - self.floor_db
+
+    def hisses(self, frame: np.ndarray) -> bool:
+        """Whether an unvoiced frame's high frequencies (its first difference: +3 dB at 4 kHz,
+        -22 dB at 200 Hz) stand `hiss_db` above their median over unvoiced frames, which this
+        tracks. A median, not the whole band's minimum: outside speech a real microphone's clicks
+        and breaths put single frames 8-20 dB above the quietest, where the median holds."""
+        if self.hiss_db <= 0:
+            return False
+        level = rms_db(np.diff(frame))
+        if level < DIGITAL_SILENCE_DB:
+            return False  # zeros: no hiss, and nothing the room's median may learn
+        if self._keep:
+            return self.hiss_median_db is not None and level - self.hiss_median_db >= self.hiss_db
+        if self.hiss_median_db is None:
+            self.hiss_median_db = level
+        loud = level - self.hiss_median_db >= self.hiss_db
+        self.hiss_median_db += 0.5 if level > self.hiss_median_db else -0.5  # the median, in a second or two
+        return loud
