@@ -12,12 +12,14 @@ state carried from frame to frame. Mains hum (a ground loop, a cheap USB microph
 a microphone's DC offset stood over the quiet ends of words when levels were read over the whole
 band.
 
-The floor follows quiet frames down at once and rises 3 dB/s. Digital silence (zeros: a stream
-opening, a mute key, a dropout, a gated microphone) says nothing of the room: it leaves the floor
-alone, and the first sound after it sets the floor afresh, no higher than a quiet room's, since
-that sound may be speech. A floor pulled down to the zeros took 15-20 s to rise back, and
-meanwhile the room passed as voice: turns began on it and ended late or not at all. While the
-app's mute feeds zeros (`keep(True)`), floor and hiss median keep what they learned.
+The floor follows quiet frames down at once and rises 3 dB/s. While the app's mute feeds zeros
+(`keep(True)`), floor and hiss median keep what they learned: pulled down to the zeros, the floor
+took 15-20 s to rise back to the room, and meanwhile the room passed as voice (the WebRTC VAD
+calls room noise speech after digital silence), so turns after an unmute began on the room and
+ended late or not at all. Zeros from elsewhere (a stream that opens with them, a mute key, a
+dropout) still pull the floor down: in a room of digital silence (a gated microphone, the demo's
+requests) the first sound after them may be speech or the room, and the rules tried to tell them
+apart each moved the ends of requests spoken in digital silence.
 """
 from __future__ import annotations
 
@@ -30,8 +32,6 @@ from .blocks import SAMPLE_RATE, rms_db
 
 CUTOFF_HZ = 100.0
 DIGITAL_SILENCE_DB = -100.0  # quieter than any microphone's own noise: zeros, a bit of dither
-QUIET_ROOM_DB = -60.0        # the highest floor the first sound after digital silence may set: it
-                             # may be speech (a gated microphone), and a quiet room is under it
 
 
 def _butterworth_sections(cutoff_hz: float, rate: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -88,28 +88,23 @@ class RoomNoise:
         self._band = SpeechBand()
         self.floor_db: float | None = None  # the noise floor in the speech band, dBFS
         self.hiss_median_db: float | None = None  # median high-frequency level of unvoiced frames
-        self._after_zeros = False  # digital silence came since the floor was last set
         self._keep = False
 
     def keep(self, keep: bool) -> None:
         """While `keep`, the audio is not the room's (the app's mute feeds zeros, or what the echo
         canceller makes of them): floor and hiss median keep what they learned, so after it the
-        room is judged against its own floor at once, where zeros alone would leave a floor no
-        higher than a quiet room's to rise to a louder one at 3 dB/s."""
+        room is judged against its own floor at once."""
         self._keep = keep
 
     def margin(self, frame: np.ndarray) -> float | None:
-        """How far `frame` stands above the noise floor, in dB (None: no floor known yet)."""
-        level = rms_db(self._band(frame))
+        """How far `frame` stands above the noise floor, in dB (None: no floor known)."""
+        band = self._band(frame)
+        # a frame of digital silence stays silent: the filter's ringing after the last sound is not
+        # sound (it held the end of every request spoken in digital silence one frame longer)
+        level = rms_db(frame) if rms_db(frame) < DIGITAL_SILENCE_DB else rms_db(band)
         if self._keep:
             return None if self.floor_db is None else level - self.floor_db
-        if level < DIGITAL_SILENCE_DB:
-            self._after_zeros = True
-            return None if self.floor_db is None else level - self.floor_db
-        if self.floor_db is None or self._after_zeros:
-            self.floor_db = min(level, QUIET_ROOM_DB) if self._after_zeros else level
-            self._after_zeros = False
-        elif level < self.floor_db:
+        if self.floor_db is None or level < self.floor_db:
             self.floor_db = level
         else:
             self.floor_db += self._rise
@@ -123,8 +118,6 @@ class RoomNoise:
         if self.hiss_db <= 0:
             return False
         level = rms_db(np.diff(frame))
-        if level < DIGITAL_SILENCE_DB:
-            return False  # zeros: no hiss, and nothing the room's median may learn
         if self._keep:
             return self.hiss_median_db is not None and level - self.hiss_median_db >= self.hiss_db
         if self.hiss_median_db is None:
