@@ -12,18 +12,21 @@ state carried from frame to frame. Mains hum (a ground loop, a cheap USB microph
 a microphone's DC offset stood over the quiet ends of words when levels were read over the whole
 band.
 
-The floor follows quiet frames down at once and rises 3 dB/s. While the app's mute feeds zeros
-(`keep(True)`), floor and hiss median keep what they learned: pulled down to the zeros, the floor
-took 15-20 s to rise back to the room, and meanwhile the room passed as voice (the WebRTC VAD
-calls room noise speech after digital silence), so turns after an unmute began on the room and
-ended late or not at all. Zeros from elsewhere (a stream that opens with them, a mute key, a
-dropout) still pull the floor down: in a room of digital silence (a gated microphone, the demo's
-requests) the first sound after them may be speech or the room, and the rules tried to tell them
-apart each moved the ends of requests spoken in digital silence.
+The floor follows quiet frames down at once and rises 3 dB/s. Digital silence (zeros: a stream
+that opens with them, a mute key, a dropout, a gated microphone, requests written with silence
+around them) pulls it down to -120 dB, where every sound passes the check, as in a room of
+digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
+the zeros has stayed under -50 dBFS and within 6 dB, the room is back, and the floor goes to it at
+once: rising at 3 dB/s it took 15-20 s, and meanwhile the room passed as voice (the WebRTC VAD
+calls room noise speech after zeros), so turns began on it and ended late or not at all. Zeros
+teach the hiss median nothing, and a frame of them is read as silence, not as the filter's
+ringing after the last sound. While the app's mute feeds zeros (`keep(True)`), floor and hiss
+median keep what they learned.
 """
 from __future__ import annotations
 
 import math
+from collections import deque
 from functools import lru_cache
 
 import numpy as np
@@ -32,6 +35,11 @@ from .blocks import SAMPLE_RATE, rms_db
 
 CUTOFF_HZ = 100.0
 DIGITAL_SILENCE_DB = -100.0  # quieter than any microphone's own noise: zeros, a bit of dither
+# After zeros, the room is back once this long a sound has stayed this steady and this quiet
+# (speech is neither; looser rules moved the ends of requests spoken in digital silence):
+ROOM_BACK_S = 0.3
+ROOM_SPREAD_DB = 6.0
+ROOM_MAX_DB = -50.0
 
 
 def _butterworth_sections(cutoff_hz: float, rate: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -89,6 +97,7 @@ class RoomNoise:
         self.floor_db: float | None = None  # the noise floor in the speech band, dBFS
         self.hiss_median_db: float | None = None  # median high-frequency level of unvoiced frames
         self._keep = False
+        self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_S / frame_s)))  # levels
 
     def keep(self, keep: bool) -> None:
         """While `keep`, the audio is not the room's (the app's mute feeds zeros, or what the echo
@@ -98,17 +107,32 @@ class RoomNoise:
 
     def margin(self, frame: np.ndarray) -> float | None:
         """How far `frame` stands above the noise floor, in dB (None: no floor known)."""
-        band = self._band(frame)
+        band, raw = self._band(frame), rms_db(frame)
         # a frame of digital silence stays silent: the filter's ringing after the last sound is not
         # sound (it held the end of every request spoken in digital silence one frame longer)
-        level = rms_db(frame) if rms_db(frame) < DIGITAL_SILENCE_DB else rms_db(band)
+        level = raw if raw < DIGITAL_SILENCE_DB else rms_db(band)
         if self._keep:
             return None if self.floor_db is None else level - self.floor_db
+        if level < DIGITAL_SILENCE_DB:
+            self._since_zeros.clear()
+        elif self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
+            self._since_zeros.append(level)
+            if self._room_is_back():
+                self.floor_db = min(self._since_zeros)
+                self._since_zeros.clear()
+                return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
             self.floor_db = level
         else:
             self.floor_db += self._rise
         return level - self.floor_db
+
+    def _room_is_back(self) -> bool:
+        """Whether the sound since the last zeros has been a room's: ROOM_BACK_S of it, steady
+        within ROOM_SPREAD_DB and under ROOM_MAX_DB."""
+        levels = self._since_zeros
+        return (len(levels) == levels.maxlen and max(levels) <= ROOM_MAX_DB
+                and max(levels) - min(levels) <= ROOM_SPREAD_DB)
 
     def hisses(self, frame: np.ndarray) -> bool:
         """Whether an unvoiced frame's high frequencies (its first difference: +3 dB at 4 kHz,
@@ -118,6 +142,8 @@ class RoomNoise:
         if self.hiss_db <= 0:
             return False
         level = rms_db(np.diff(frame))
+        if rms_db(frame) < DIGITAL_SILENCE_DB:
+            return False  # zeros: no hiss, and nothing the room's median may learn
         if self._keep:
             return self.hiss_median_db is not None and level - self.hiss_median_db >= self.hiss_db
         if self.hiss_median_db is None:

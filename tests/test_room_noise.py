@@ -4,7 +4,7 @@ mains hum leave where they are."""
 import numpy as np
 import pytest
 from audio_kit import speech_clip
-from test_audio_endpoint import EPS, FRAME, feed, turns
+from test_audio_endpoint import EPS, FRAME, T0, feed, turns
 
 from foresay.audio.blocks import SAMPLE_RATE, rms_db
 from foresay.audio.endpoint import Endpointer, EndpointerConfig
@@ -41,6 +41,29 @@ def test_the_stream_is_filtered_the_same_however_it_is_cut():
 def test_a_bad_cutoff_is_refused():
     with pytest.raises(ValueError, match="cutoff_hz"):
         SpeechBand(cutoff_hz=9000)
+
+
+def test_after_zeros_the_room_is_heard_as_the_room_again(tmp_path):
+    """A waking microphone's first blocks, a mute key, a dropout: zeros, then the room, then the
+    request. Once the room has sounded steady for 0.3 s the floor is back at it, and the request
+    ends where it would without the zeros (a floor left down at the zeros let the room pass as
+    voice, and turns ended late or not at all). In those 0.3 s the room may still open a turn:
+    it ends with nothing heard, or the request resumes it."""
+    from foresay.engine.events import TurnEnded
+
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.5, after_s=1.5, noise_db=-55.0)
+
+    def last_voiced(zeros_s: float, at_s: float) -> float:
+        n, at = (int(round(s / FRAME)) * round(FRAME * SAMPLE_RATE) for s in (zeros_s, at_s))  # whole frames
+        x = np.concatenate([clip.samples[:at], np.zeros(n, np.float32), clip.samples[at:]])
+        ends = [e for e in feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), x)
+                if isinstance(e, TurnEnded)]
+        return ends[-1].last_voiced_t - T0 - n / SAMPLE_RATE
+
+    reference = last_voiced(0.0, 0.0)
+    assert abs(reference - clip.speech_end) <= 2 * FRAME
+    for zeros_s, at_s in ((1.5, 0.0), (2.0, 0.3)):
+        assert last_voiced(zeros_s, at_s) == pytest.approx(reference, abs=EPS)
 
 
 def test_a_room_of_digital_silence_still_hears_every_word(tmp_path):
