@@ -217,7 +217,7 @@ class Endpointer:
     def _process_frame(self, frame: np.ndarray, t: float) -> list[Event]:
         t_end = t + self._frame_s
         events = self._apply_controls(t)
-        # always: the room's floor and hiss are tracked over every frame
+        # always, for every frame: the noise floor is tracked (and the speech band filtered) over all of them
         margin = self._room.margin(frame) if self.config.energy_margin_db > 0 else None
         c = self.config
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
@@ -225,7 +225,7 @@ class Endpointer:
         if voiced:
             self._speech_end = t_end
         elif margin is not None and c.word_tail_gap_ms:
-            hiss = self._room.hisses(frame)
+            hiss = self._room.hisses(frame)  # always, for every unvoiced frame: it tracks their median
             voiced = (loud or hiss) and self._word_tail(t, t_end)
         if voiced:
             self._sound_end = t_end

@@ -2,8 +2,9 @@
 
 `RoomNoise` is the endpointer's energy check. `margin(frame)` says how far a frame stands above
 the room's noise floor, read in the speech band; `hisses(frame)` whether an unvoiced frame's
-high frequencies stand out from the room's (a word's final "s"). Frames go through in stream
-order, every one of them: both track the room as they go.
+high frequencies stand out from the room's (a word's final "s"). Both track the room as they go:
+`margin` is given every frame, in stream order (the speech band's filter carries its state from
+one to the next), `hisses` every frame the VAD calls unvoiced.
 
 The speech band (`SpeechBand`): a streaming 4th-order Butterworth high-pass at 100 Hz (50 Hz hum
 lies 24 dB down, 60 Hz 18 dB, a low male voice's 85 Hz fundamental 6 dB), run as an FIR (its
