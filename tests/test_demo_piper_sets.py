@@ -52,6 +52,23 @@ def test_a_spliced_pause_lies_where_the_words_before_the_break_end():
     assert abs(boundaries[5] - len(head)) < 0.25 * len(head)  # the same words, read as a whole
     assert boundaries[5] < len(samples) * 0.75
 
+def test_a_break_on_a_comma_is_silent_for_the_drawn_pause_only():
+    """The voice pauses at a comma of its own; the spliced pause replaces that silence rather than
+    adding to it."""
+    from foresay.engine.demo.piper_sets import Reading, load_voice, read_with_pause
+
+    voice = load_voice(alignments=True)
+    request = next(r for r in REQUESTS if "cliff, |" in r)
+    samples, spoken = read_with_pause(voice, request, Reading(1.1, 0.6, 0.7), 0.5)
+    assert spoken.startswith("The old lighthouse stood on the edge of the cliff [pause] its lamp")
+    frames = samples[: len(samples) // 160 * 160].reshape(-1, 160).astype(np.float64)
+    rms = np.sqrt(np.mean(frames ** 2, axis=1))
+    quiet = np.concatenate([[False], rms < rms.max() * 10 ** (-45 / 20), [False]])
+    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
+    longest = max(b - a for a, b in zip(edges[::2], edges[1::2])) / 100
+    assert 0.5 <= longest <= 0.53  # the drawn pause, and at most the fades' frames
+
+
 def test_two_requests_in_digital_silence_are_two_turns_2_5_s_apart(tmp_path):
     path = build_piper_set(tmp_path / "two", 1, room="silence", gap_s=2.5, seed=2)
     (recording,) = read_set(path)

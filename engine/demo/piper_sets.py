@@ -7,9 +7,11 @@
 The requests are `assistant_requests.REQUESTS` (commands, questions, read sentences, digit
 strings) in a seeded order. Each is read with its own speaking rate and variation (Piper's
 `length_scale`, `noise_scale`, `noise_w_scale`), so the set is not one monotone reading. With
-`--pause`, the request is read with a comma at its phrase break (so the intonation runs on, as a
-speaker's who stops to think) and the comma's silence is stretched to the drawn length; only
-requests with a phrase break are used then. With `--gap-s`, each recording holds two requests,
+`--pause`, only requests with a phrase break are used, and the break holds silence of the drawn
+length: spliced into one reading of the whole request (`--pause-style splice`, the default: the
+words before the break keep the intonation of a voice that runs on; a pause the voice made
+there itself, at a comma of the text, is replaced, not added to), or a comma read at the break
+and its silence stretched (`comma`: the voice's intonation falls as at a comma). With `--gap-s`, each recording holds two requests,
 that far apart (two turns). `--room noise`: low-passed (pink-ish) noise at 15-35 dB below the
 speech covers the whole recording; `--room silence`: digital silence around and between the
 speech. The truth format is `turn_sets`' (`{"audio", "turns": [{"start_s", "end_s", "text"}],
@@ -33,6 +35,8 @@ ROOMS = ("noise", "silence")
 PAUSE_STYLES = ("splice", "comma")
 MIN_COMMA_PAUSE_S = 0.12  # a comma Piper reads leaves at least this much silence
 FADE_S = 0.005            # the fade out and in around a spliced pause (no click)
+SILENT_DB = -45.0         # a reading's frame this far under its loudest is silence ...
+MIN_SILENCE_S = 0.1       # ... and a run of them this long at a phrase break, a pause of its own
 STRESS = str.maketrans("", "", "ˈˌ")
 
 
@@ -114,6 +118,29 @@ def longest_gap(samples: np.ndarray) -> tuple[int, int]:
     return int(start) * FRAME, int(end) * FRAME
 
 
+def silence_around(samples: np.ndarray, cut: int) -> tuple[int, int]:
+    """(first, end) sample of the silence the reading already has at `cut`: the run of 10 ms
+    frames more than `SILENT_DB` under the loudest that holds or touches the frame at `cut`, when
+    it is longer than a stop's closure (`MIN_SILENCE_S`); else (cut, cut). The spliced pause
+    replaces it: where the break falls on a comma of the text ("the cliff, | its lamp"), the
+    voice's own pause would otherwise add to the drawn one (0.63 s drawn, 1.26 s of silence)."""
+    n = len(samples) // FRAME
+    rms = np.sqrt(np.mean(samples[:n * FRAME].reshape(n, FRAME).astype(np.float64) ** 2, axis=1))
+    quiet = rms < rms.max() * 10 ** (SILENT_DB / 20)
+    at = min(cut // FRAME, n - 1)
+    candidates = [f for f in (at, at - 1, at + 1) if 0 <= f < n and quiet[f]]
+    if not candidates:
+        return cut, cut
+    first = last = candidates[0]
+    while first > 0 and quiet[first - 1]:
+        first -= 1
+    while last + 1 < n and quiet[last + 1]:
+        last += 1
+    if (last + 1 - first) * FRAME < MIN_SILENCE_S * SAMPLE_RATE:
+        return cut, cut
+    return first * FRAME, (last + 1) * FRAME
+
+
 def read_with_pause(voice, request: str, reading: Reading, pause_s: float,
                     style: str = "splice") -> tuple[np.ndarray, str]:
     """(samples, the text given to Piper with the pause marked): the request with `pause_s` of
@@ -143,9 +170,9 @@ def read_with_pause(voice, request: str, reading: Reading, pause_s: float,
     if (len(boundaries) != len(said) - 1 or said[:n - 1] != head_words[:n - 1]
             or not said[n - 1].startswith(head_words[-1])):
         raise ForesayError(f"Piper's alignment of {text!r} does not show where {head!r} ends")
-    cut = boundaries[n - 1]
+    start, end = silence_around(samples, boundaries[n - 1])
     fade = np.linspace(1.0, 0.0, round(FADE_S * SAMPLE_RATE), dtype=np.float32)
-    before, after = samples[:cut].copy(), samples[cut:].copy()
+    before, after = samples[:start].copy(), samples[end:].copy()
     before[-len(fade):] *= fade
     after[:len(fade)] *= fade[::-1]
     return np.concatenate([before, middle, after]), f"{head} [pause] {' '.join(words[k:])}"
