@@ -9,6 +9,7 @@ import pytest
 
 from foresay.app.bench.turns import Observed, Recording, TruthTurn, read_set, score
 from foresay.app.cli import main
+from foresay.engine.demo.speech import write_wav
 from foresay.engine.demo.turn_sets import build_set, pause_point
 from foresay.engine.errors import ForesayError
 
@@ -173,3 +174,33 @@ def test_several_sets_are_reported_each_and_together(two_recordings, tmp_path):
     for one in report["sets"].values():
         assert one["turns_expected"] == 1 and one["wer_whole_request"] is not None and "recordings" not in one
     assert report["wer_whole_request"] is not None and len(report["recordings"]) == 2
+    by_tail = report["wer_whole_request_by_tail"]
+    assert list(by_tail) == ["0.05", "0.1", "0.2", "0.3"] and by_tail["0.3"] == report["wer_whole_request"]
+
+
+def test_the_whole_request_reference_decodes_each_request_alone_with_each_tail(tmp_path, monkeypatch):
+    """Each truth request is cut from 0.3 s before its start to each tail after its end, and
+    the errors of each tail's decodes are counted over the set."""
+    from foresay.app.bench import turns
+    from foresay.app.config import load_settings
+    from foresay.engine.asr.backends import Hypothesis
+
+    rate = 16_000
+    audio = np.zeros(4 * rate, np.float32)
+    path = tmp_path / "a.wav"
+    write_wav(path, audio)
+    rec = turns.Recording(path, (turns.TruthTurn(1.0, 2.0, "one two three four"),))
+    cuts = []
+
+    class Backend:
+        class text:
+            decode = staticmethod(lambda tokens: " ".join(["one", "two", "three", "four"][:len(tokens)]))
+
+        def transcribe(self, samples):
+            cuts.append(len(samples) / rate)
+            return Hypothesis(tuple(range(4 if len(samples) / rate > 1.45 else 2)))  # short tails lose two words
+
+    monkeypatch.setattr("foresay.engine.asr.build_backend", lambda config: Backend())
+    by_tail = turns.whole_request_wer(load_settings(None, "demo", []), [rec], tails_s=(0.1, 0.2, 0.3))
+    assert [round(c, 3) for c in cuts] == [1.4, 1.5, 1.6]
+    assert by_tail == {0.1: 0.5, 0.2: 0.0, 0.3: 0.0}
