@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from foresay.engine.demo.assistant_requests import PHRASE_BREAK, REQUESTS, break_index, spoken_text
-from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, loud_frames, write_wav
+from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, loud_frames, true_runs, write_wav
 from foresay.engine.errors import ForesayError
 
 VOICE = "piper-en_US-joe-medium"
@@ -109,13 +109,11 @@ def phoneme_words(voice, text: str) -> list[str]:
 
 def longest_gap(samples: np.ndarray) -> tuple[int, int]:
     """(first, end) sample of the longest run of quiet frames inside the speech."""
-    quiet = np.concatenate([[False], ~loud_frames(samples), [False]])
-    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
-    runs = list(zip(edges[::2], edges[1::2]))
-    if not runs:
+    quiet = true_runs(~loud_frames(samples))
+    if not quiet:
         return 0, 0
-    start, end = max(runs, key=lambda run: run[1] - run[0])
-    return int(start) * FRAME, int(end) * FRAME
+    start, end = max(quiet, key=lambda run: run[1] - run[0])
+    return start * FRAME, end * FRAME
 
 
 def silence_around(samples: np.ndarray, cut: int) -> tuple[int, int]:
@@ -124,21 +122,12 @@ def silence_around(samples: np.ndarray, cut: int) -> tuple[int, int]:
     it is longer than a stop's closure (`MIN_SILENCE_S`); else (cut, cut). The spliced pause
     replaces it: where the break falls on a comma of the text ("the cliff, | its lamp"), the
     voice's own pause would otherwise add to the drawn one (0.63 s drawn, 1.26 s of silence)."""
-    n = len(samples) // FRAME
-    rms = np.sqrt(np.mean(samples[:n * FRAME].reshape(n, FRAME).astype(np.float64) ** 2, axis=1))
-    quiet = rms < rms.max() * 10 ** (SILENT_DB / 20)
-    at = min(cut // FRAME, n - 1)
-    candidates = [f for f in (at, at - 1, at + 1) if 0 <= f < n and quiet[f]]
-    if not candidates:
+    quiet = ~loud_frames(samples, SILENT_DB)
+    at = min(cut // FRAME, len(quiet) - 1)
+    touching = [(first, end) for first, end in true_runs(quiet) if first - 1 <= at <= end]
+    if not touching or (touching[0][1] - touching[0][0]) * FRAME < MIN_SILENCE_S * SAMPLE_RATE:
         return cut, cut
-    first = last = candidates[0]
-    while first > 0 and quiet[first - 1]:
-        first -= 1
-    while last + 1 < n and quiet[last + 1]:
-        last += 1
-    if (last + 1 - first) * FRAME < MIN_SILENCE_S * SAMPLE_RATE:
-        return cut, cut
-    return first * FRAME, (last + 1) * FRAME
+    return touching[0][0] * FRAME, touching[0][1] * FRAME
 
 
 def read_with_pause(voice, request: str, reading: Reading, pause_s: float,

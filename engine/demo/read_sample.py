@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, write_wav
+from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, true_runs, write_wav
 from foresay.engine.errors import ForesayError
 
 ROOM_RUN_FRAMES = 8  # room tone from quiet stretches of at least 80 ms
@@ -100,12 +100,6 @@ def high_pass(audio: np.ndarray, hz: float = 100.0) -> np.ndarray:
     return np.fft.irfft(spectrum, len(audio)).astype(np.float32)
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """The runs of True in `mask`, as (first, after last) indices."""
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
-
-
 def speech_span(db: np.ndarray, floor: float, samples: int) -> tuple[int, int]:
     """Samples from 0.05 s before the first to 0.05 s after the last frame 12 dB over `floor`,
     leaving out a last sound of at most 0.15 s that follows 0.2 s or more of quiet (a click or a
@@ -127,7 +121,7 @@ def room_tone(audio: np.ndarray, db: np.ndarray, floor: float, seconds: float) -
     quiet = db < floor + 3
     if quiet.any():
         quiet &= db > float(np.median(db[quiet])) - 12
-    runs = [audio[a * FRAME:b * FRAME] for a, b in _runs(quiet) if b - a >= ROOM_RUN_FRAMES]
+    runs = [audio[a * FRAME:b * FRAME] for a, b in true_runs(quiet) if b - a >= ROOM_RUN_FRAMES]
     if not runs:
         raise ForesayError("no room tone: no stretch of 80 ms stays near the recording's floor")
     ramp = (0.5 - 0.5 * np.cos(np.linspace(0, np.pi, FADE))).astype(np.float32)
@@ -148,7 +142,7 @@ def pause_point(db: np.ndarray, floor: float, span: tuple[int, int],
     first, last = span[0] // FRAME + 15, span[1] // FRAME - 15
     if last <= first:
         raise ForesayError("the speech is too short for a pause inside it")
-    runs = [(first + a, first + b) for a, b in _runs(db[first:last] < floor + 6) if b - a >= 3]
+    runs = [(first + a, first + b) for a, b in true_runs(db[first:last] < floor + 6) if b - a >= 3]
     if word_gaps is not None:
         runs = [(a, b) for a, b in runs
                 if any(start - 0.03 <= (a + b) / 200 <= end + 0.03 for start, end in word_gaps)]

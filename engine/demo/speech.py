@@ -140,6 +140,12 @@ def loud_frames(samples: np.ndarray, rel_db: float = -35.0) -> np.ndarray:
     return rms >= rms.max() * 10 ** (rel_db / 20)
 
 
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The runs of True in `mask`, as (first, after last) indices."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
 def _pause_run(clean: np.ndarray) -> tuple[int, int]:
     """(first sample, length in samples) of the longest quiet run between the first and the last
     loud 10 ms frame of a clip rendered without noise."""
