@@ -142,9 +142,9 @@ class RoomNoise:
         and breaths put single frames 8-20 dB above the quietest, where the median holds."""
         if self.hiss_db <= 0:
             return False
-        level = rms_db(np.diff(frame))
         if rms_db(frame) < DIGITAL_SILENCE_DB:
             return False  # zeros: no hiss, and nothing the room's median may learn
+        level = rms_db(np.diff(frame))
         if self._keep:
             return self.hiss_median_db is not None and level - self.hiss_median_db >= self.hiss_db
         if self.hiss_median_db is None:
