@@ -92,7 +92,7 @@ def default_cpu_threads(cores: int | None = None) -> int:
     default is 4 whatever the machine; on 2 cores that oversubscribes them, and a Whisper decode is
     mostly small decoder steps that gain little from threads, while Smart Turn and the LLM run
     beside it at every pause (tiny.en on 2 cores: 1 thread decodes faster than 2 or 4;
-    docs/benchmarks.md, "Whisper through CTranslate2: threads")."""
+    docs/benchmarks.md, "Whisper through CTranslate2: encoder window", "Threads")."""
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(4, cores // 2))
