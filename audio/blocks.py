@@ -42,6 +42,15 @@ def rms_db(x: np.ndarray) -> float:
     return 10.0 * np.log10(max(power, 1e-12))
 
 
+ZEROS_DB = -110.0  # quieter than any converter's own noise, 16-bit dither included (about -101 dB)
+
+
+def zeros(x: np.ndarray) -> bool:
+    """Whether `x` holds no sound at all: zeros (a mute key, a gated or waking microphone, a
+    dropout), or what an echo canceller makes of them."""
+    return rms_db(x) < ZEROS_DB
+
+
 def sound_db(frame: np.ndarray) -> float:
     """The level of the sound in a short frame, leaving out the DC offset that many microphones
     add (0.5-2% of full scale is common), which is no one's loudness."""

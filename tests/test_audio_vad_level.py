@@ -36,8 +36,10 @@ def test_levelling_never_lowers_and_is_bounded(clip):
     vad = LevelledVad(WebRtcVad(2, 30), speech_level_db=-25.0, max_gain_db=30.0)
     n = vad.frame_samples
     assert vad.gain_db == 0.0    # nothing heard yet
-    vad.is_speech(np.zeros(n, np.float32))
-    assert vad.gain_db == 30.0   # digital silence: the cap, and still silence
+    assert not vad.is_speech(np.zeros(n, np.float32))
+    assert vad.gain_db == 0.0    # zeros are not heard: they teach the levelling nothing
+    vad.is_speech(np.full(n, 1e-4, np.float32))
+    assert vad.gain_db == 30.0   # a quiet sound: the cap
     assert not vad.is_speech(np.zeros(n, np.float32))
     loud = clip.samples * 10 ** (15 / 20)    # louder than the level: heard as it came
     vad.reset()

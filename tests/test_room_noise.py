@@ -117,3 +117,29 @@ def test_zeros_after_a_sound_are_read_as_zeros_not_as_the_filters_ringing():
     room.margin(np.zeros(480, np.float32))  # the floor: digital silence
     room.margin((0.1 * rng.standard_normal(480)).astype(np.float32))  # a word
     assert room.margin(np.zeros(480, np.float32)) <= 0  # silence again, not a sound over the floor
+
+
+def test_an_uneven_room_after_zeros_still_ends_the_turn(tmp_path):
+    """Zeros, then a room whose level swings 8 dB (never steady enough to set the floor by
+    itself), then the request: the floor stays down until after the request, so its end comes a
+    little late, but it comes (a VAD fed the zeros called that room speech, and the turn went on
+    as long as the room did)."""
+    from foresay.engine.events import TurnEnded
+
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.5, after_s=3.0, noise_db=-130.0)
+    t = np.arange(len(clip.samples)) / SAMPLE_RATE
+    swing = np.where((t // 0.09) % 2 == 0, 1.0, 10 ** (-8 / 20))
+    noise = np.random.default_rng(3).normal(0, 10 ** (-55 / 20), len(t)) * swing
+    x = clip.samples + noise.astype(np.float32)
+
+    def last_voiced(zeros_s: float, at_s: float) -> list[float]:
+        n, at = (int(round(s / FRAME)) * round(FRAME * SAMPLE_RATE) for s in (zeros_s, at_s))
+        y = np.concatenate([x[:at], np.zeros(n, np.float32), x[at:]])
+        ends = feed(Endpointer(WebRtcVad(2, 30), EndpointerConfig(), FixedHangover(0.6)), y)
+        return [e.last_voiced_t - T0 - n / SAMPLE_RATE for e in ends if isinstance(e, TurnEnded)]
+
+    reference = last_voiced(0.0, 0.0)
+    assert len(reference) == 1 and abs(reference[0] - clip.speech_end) <= 2 * FRAME
+    for zeros_s, at_s in ((1.5, 0.0), (2.0, 0.3)):
+        ends = last_voiced(zeros_s, at_s)
+        assert ends and 0 <= ends[-1] - reference[0] <= 0.45
