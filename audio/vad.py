@@ -60,11 +60,15 @@ class VadConfig:
             raise ValueError("VAD max_gain_db must not be negative")
 
 
+ZEROS_RESET_S = 0.3  # after this long a run of zeros, the VAD starts afresh (a dropout is shorter)
+
+
 class Vad:
     """Base class: `frame_samples`, `probability(frame)`, `is_speech(frame)`, `reset()`."""
 
     frame_samples: int
     threshold: float = 0.5
+    _zero_samples: int = 0  # the run of zeros just heard
 
     def probability(self, frame: np.ndarray) -> float:
         raise NotImplementedError
@@ -73,10 +77,17 @@ class Vad:
         """Whether `frame` is speech. Zeros are not, and the VAD does not hear them: one that adapts
         to what it hears (WebRTC's noise model, Silero's recurrent state, the levelling's loudest
         frame) takes zeros for the room, and then calls the room speech when it comes back
-        (WebRTC's: 100 of 100 frames of room noise after 2 s of zeros, 4 of 100 without them)."""
+        (WebRTC's: 100 of 100 frames of room noise after 2 s of zeros, 4 of 100 without them).
+        After `ZEROS_RESET_S` of them (a mute, a waking or gated microphone) it starts afresh,
+        as at the start of a stream: what it learned before may not hold, and every sound after
+        digital silence is heard alike, the first request and the next."""
+        self._check(frame)
         if zeros(frame):
-            self._check(frame)
+            self._zero_samples += len(frame)
             return False
+        if self._zero_samples >= ZEROS_RESET_S * SAMPLE_RATE:
+            self.reset()
+        self._zero_samples = 0
         return self.probability(frame) >= self.threshold
 
     def reset(self) -> None:
@@ -93,8 +104,14 @@ class WebRtcVad(Vad):
 
         VadConfig(kind="webrtc", aggressiveness=aggressiveness, frame_ms=frame_ms)  # validate
         self._vad = webrtcvad.Vad(aggressiveness)
+        self._aggressiveness = aggressiveness
         self.frame_samples = SAMPLE_RATE * frame_ms // 1000
         self.threshold = threshold
+
+    def reset(self) -> None:
+        import webrtcvad
+
+        self._vad = webrtcvad.Vad(self._aggressiveness)  # its noise model, as at the start
 
     def probability(self, frame: np.ndarray) -> float:
         self._check(frame)
