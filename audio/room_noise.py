@@ -17,8 +17,8 @@ The floor follows quiet frames down at once and rises 3 dB/s. Digital silence (z
 that opens with them, a mute key, a dropout, a gated microphone, requests written with silence
 around them) pulls it down to -120 dB, where every sound passes the check, as in a room of
 digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
-the zeros has stayed under -50 dBFS and within 6 dB, the room is back, and the floor goes to it at
-once: rising at 3 dB/s it took 15-20 s, and meanwhile the room passed the check, so turns began
+the zeros has stayed under -50 dBFS and within 6 dB, or 1 s of it under -50 dBFS however uneven,
+the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and meanwhile the room passed the check, so turns began
 on it and ended late. (The VAD does not hear zeros, `vad.Vad.is_speech`: fed them, it called the
 room speech too, and such a turn went on as long as the room did.) Zeros teach the hiss median
 nothing, and a frame of them is read as silence, not as the filter's ringing after the last
@@ -42,6 +42,9 @@ DIGITAL_SILENCE_DB = -100.0  # quieter than any microphone's own noise: zeros, a
 ROOM_BACK_S = 0.3
 ROOM_SPREAD_DB = 6.0
 ROOM_MAX_DB = -50.0
+# ... or, however uneven, once this long a sound has stayed under ROOM_MAX_DB (a room whose level
+# swings more than ROOM_SPREAD_DB otherwise passed as voice until the floor had risen to it):
+ROOM_BACK_UNEVEN_S = 1.0
 
 
 def _butterworth_sections(cutoff_hz: float, rate: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -99,7 +102,8 @@ class RoomNoise:
         self.floor_db: float | None = None  # the noise floor in the speech band, dBFS
         self.hiss_median_db: float | None = None  # median high-frequency level of unvoiced frames
         self._keep = False
-        self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_S / frame_s)))  # levels
+        self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_UNEVEN_S / frame_s)))  # levels
+        self._steady_frames = max(1, round(ROOM_BACK_S / frame_s))
 
     def keep(self, keep: bool) -> None:
         """While `keep`, the audio is not the room's (the app's mute feeds zeros, or what the echo
@@ -119,8 +123,9 @@ class RoomNoise:
             self._since_zeros.clear()
         elif self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
             self._since_zeros.append(level)
-            if self._room_is_back():
-                self.floor_db = min(self._since_zeros)
+            room = self._room_is_back()
+            if room is not None:
+                self.floor_db = room
                 self._since_zeros.clear()
                 return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
@@ -129,12 +134,18 @@ class RoomNoise:
             self.floor_db += self._rise
         return level - self.floor_db
 
-    def _room_is_back(self) -> bool:
-        """Whether the sound since the last zeros has been a room's: ROOM_BACK_S of it, steady
-        within ROOM_SPREAD_DB and under ROOM_MAX_DB."""
-        levels = self._since_zeros
-        return (len(levels) == levels.maxlen and max(levels) <= ROOM_MAX_DB
-                and max(levels) - min(levels) <= ROOM_SPREAD_DB)
+    def _room_is_back(self) -> float | None:
+        """The room's floor, if the sound since the last zeros has been a room's: ROOM_BACK_S of
+        it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, or ROOM_BACK_UNEVEN_S of it under
+        ROOM_MAX_DB; else None."""
+        levels = list(self._since_zeros)
+        recent = levels[-self._steady_frames:]
+        if (len(recent) == self._steady_frames and max(recent) <= ROOM_MAX_DB
+                and max(recent) - min(recent) <= ROOM_SPREAD_DB):
+            return min(recent)
+        if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
+            return min(levels)
+        return None
 
     def hisses(self, frame: np.ndarray) -> bool:
         """Whether an unvoiced frame's high frequencies (its first difference: +3 dB at 4 kHz,
