@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from foresay.app import bench, commands as pipeline_commands, doctor, registry_cli
 from foresay.app.version import version_line
@@ -44,6 +45,10 @@ def with_command(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # transformers 5.2x warns at each model's first pass that `past_key_values` is to be `cache`
+    # (a name older releases do not take); the dependency stays below 5.40, which drops it, and a
+    # user can do nothing about the warning
+    warnings.filterwarnings("ignore", message="`past_key_values` is deprecated", category=FutureWarning)
     parser = build_parser()
     args = parser.parse_args(with_command(list(sys.argv[1:] if argv is None else argv)))
     try:
