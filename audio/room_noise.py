@@ -18,12 +18,12 @@ that opens with them, a mute key, a dropout, a gated microphone, requests writte
 around them) pulls it down to -120 dB, where every sound passes the check, as in a room of
 digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
 the zeros has stayed under -50 dBFS and within 6 dB, or 1 s of it under -50 dBFS however uneven,
-the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and meanwhile the room passed the check, so turns began
-on it and ended late. (The VAD does not hear zeros, `vad.Vad.is_speech`: fed them, it called the
-room speech too, and such a turn went on as long as the room did.) Zeros teach the hiss median
-nothing, and a frame of them is read as silence, not as the filter's ringing after the last
-sound. While the app's mute feeds zeros (`keep(True)`), floor and hiss
-median keep what they learned.
+the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and
+meanwhile the room passed the check, so turns began on it and ended late. (The VAD does not hear
+zeros, `vad.Vad.is_speech`: fed them, it called the room speech too, and such a turn went on as
+long as the room did.) Zeros teach the hiss median nothing, and a frame of them is read as
+silence, not as the filter's ringing after the last sound. While the app's mute feeds zeros
+(`keep(True)`), floor and hiss median keep what they learned.
 """
 from __future__ import annotations
 

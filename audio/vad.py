@@ -81,8 +81,8 @@ class Vad:
         After `ZEROS_RESET_S` of them (a mute, a waking or gated microphone) it starts afresh,
         as at the start of a stream: what it learned before may not hold, and every sound after
         digital silence is heard alike, the first request and the next."""
-        self._check(frame)
         if zeros(frame):
+            self._check(frame)  # `probability` checks every other frame
             self._zero_samples += len(frame)
             return False
         if self._zero_samples >= ZEROS_RESET_S * SAMPLE_RATE:

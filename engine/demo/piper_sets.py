@@ -11,8 +11,8 @@ strings) in a seeded order. Each is read with its own speaking rate and variatio
 length: spliced into one reading of the whole request (`--pause-style splice`, the default: the
 words before the break keep the intonation of a voice that runs on; a pause the voice made
 there itself, at a comma of the text, is replaced, not added to), or a comma read at the break
-and its silence stretched (`comma`: the voice's intonation falls as at a comma). With `--gap-s`, each recording holds two requests,
-that far apart (two turns). `--room noise`: low-passed (pink-ish) noise at 15-35 dB below the
+and its silence stretched (`comma`: the voice's intonation falls as at a comma). With
+`--gap-s`, each recording holds two requests, that far apart (two turns). `--room noise`: low-passed (pink-ish) noise at 15-35 dB below the
 speech covers the whole recording; `--room silence`: digital silence around and between the
 speech. The truth format is `turn_sets`' (`{"audio", "turns": [{"start_s", "end_s", "text"}],
 "pause_s", "spoken", "voice"}`); digits stay digits in the truth text.
