@@ -362,11 +362,23 @@ def streams(kit: Kit) -> dict:
 
 def zonos(kit: Kit) -> dict:
     """Zonos v0.1 transformer with random weights at its real shapes, through Foresay's engine
-    (`zonos_timing`)."""
+    (`zonos_timing`), eager."""
+    return _zonos(kit, ("eager",))
+
+
+def zonos_compiled(kit: Kit) -> dict:
+    """The same with its decode step compiled (Zonos's default on CUDA): a section of its own, since
+    the compile alone may take minutes. Skipped off CUDA."""
+    if not kit.device.startswith("cuda"):
+        raise Skipped("Zonos compiles its decode step on CUDA only")
+    return _zonos(kit, ("compiled",))
+
+
+def _zonos(kit: Kit, variants: tuple[str, ...]) -> dict:
     import importlib.util
 
     if importlib.util.find_spec("zonos") is None:
         raise Skipped(ZONOS_REASON)
     from foresay.app.bench.zonos_timing import time_random_zonos
 
-    return time_random_zonos(kit.device, kit.small, kit.work, kit.progress)
+    return time_random_zonos(kit.device, kit.small, kit.work, kit.progress, variants)

@@ -16,17 +16,21 @@ FRAME_MS = 1000 * 512 / 44100  # one codec frame of audio: the step real time al
 
 
 def time_random_zonos(device: str, small: bool, work: Path,
-                      progress: Callable[[dict], None] = lambda figures: None) -> dict:
-    """The figures, eager (`eager`) and then with the decode step compiled (`compiled`; on CUDA,
-    Zonos's default there), `progress(figures so far)` after each: a compile that outlasts the
-    caller's time limit leaves the eager figures. A compile that fails is recorded as text."""
+                      progress: Callable[[dict], None] = lambda figures: None,
+                      variants: tuple[str, ...] = ("eager", "compiled")) -> dict:
+    """The figures of each of `variants`: `eager`, and `compiled` (the decode step compiled, Zonos's
+    default on CUDA; CUDA only), with `progress(figures so far)` after the warm-up (its time, which
+    holds the compile) and after each variant: a compile that outlasts the caller's time limit
+    still says how long it has taken. A compile that fails is recorded as text."""
     from foresay.app.bench.tts import DEFAULT_TEXT, measure
     from foresay.app.bench.zonos_random import offline_zonos, random_zonos_folder
     from foresay.engine.tts.zonos import ZonosConfig, ZonosEngine
 
     folder = random_zonos_folder(work / "zonos-random", small=small)
 
-    def figures(compile: bool) -> dict:
+    report: dict = {}
+
+    def figures(name: str, compile: bool) -> dict:
         # random weights rarely end a sentence: every synthesis runs to max_seconds (1.5 s: 129 steps)
         config = ZonosConfig(model="transformer", model_id=str(folder), device=device, compile=compile,
                              max_seconds=0.5 if small else 1.5)
@@ -34,6 +38,8 @@ def time_random_zonos(device: str, small: bool, work: Path,
         started = time.perf_counter()
         asyncio.run(engine.warmup())
         warmup_s = time.perf_counter() - started
+        report[name] = {"load_and_warmup_s": round(warmup_s, 1), "compiled": engine.use_compile}
+        progress(report)
         steps_ms = _steps(engine, DEFAULT_TEXT)
         result = asdict(asyncio.run(measure(engine, DEFAULT_TEXT, repeats=1 if small else 2)))
         step = statistics.median(steps_ms)
@@ -46,14 +52,15 @@ def time_random_zonos(device: str, small: bool, work: Path,
         gc.collect()
         return result
 
-    report: dict = {}
     with offline_zonos(small):
-        report["eager"] = figures(compile=False)
-        progress(report)
-        if device.startswith("cuda"):
+        if "eager" in variants:
+            report["eager"] = figures("eager", compile=False)
+            progress(report)
+        if "compiled" in variants and device.startswith("cuda"):
             try:
-                report["compiled"] = figures(compile=True)
+                report["compiled"] = figures("compiled", compile=True)
             except Exception as exc:
+                report.pop("compiled", None)
                 report["compiled_error"] = f"{type(exc).__name__}: {exc}"[:1000]
             progress(report)
     return report
