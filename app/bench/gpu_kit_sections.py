@@ -362,15 +362,15 @@ def streams(kit: Kit) -> dict:
 
 def zonos(kit: Kit) -> dict:
     """Zonos v0.1 transformer with random weights at its real shapes, through Foresay's engine
-    (`zonos_timing`), eager."""
-    return _zonos(kit, ("eager",))
+    (`zonos_timing`): Zonos's own eager step, then Foresay's static step (captured on CUDA)."""
+    return _zonos(kit, ("eager", "captured"))
 
 
 def zonos_compiled(kit: Kit) -> dict:
-    """The same with its decode step compiled (Zonos's default on CUDA): a section of its own, since
-    the compile alone may take minutes. Skipped off CUDA."""
+    """The same with Zonos's own decode step compiled (`[tts.zonos] compile = true`): a section of its
+    own, since the compile alone takes minutes. Skipped off CUDA."""
     if not kit.device.startswith("cuda"):
-        raise Skipped("Zonos compiles its decode step on CUDA only")
+        raise Skipped("the kit times Zonos's compiled step on CUDA only")
     return _zonos(kit, ("compiled",))
 
 

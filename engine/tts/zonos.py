@@ -63,7 +63,8 @@ class ZonosConfig:
     cfg_scale: float = 2.0          # classifier-free guidance; Zonos needs it != 1
     min_p: float = 0.1              # min-p sampling threshold
     max_seconds: float = 30.0       # longest audio one segment may generate
-    compile: bool | None = None     # torch.compile the decode step; None: on CUDA only
+    graphs: bool | None = None      # the transformer's decode step at static shapes, captured; None: on CUDA
+    compile: bool = False           # torch.compile the decode step where it is not captured (slow warm-up)
     voice: ZonosVoice = field(default_factory=ZonosVoice)
     decode: StreamDecodeConfig = field(default_factory=StreamDecodeConfig)
     preparation: PreparationOptions = field(default_factory=PreparationOptions)
@@ -117,6 +118,11 @@ def load_zonos_backend(config: ZonosConfig) -> ZonosBackend:
     except OSError as exc:
         raise ModelUnavailable(f"could not load Zonos model {source!r} (not downloaded and no network?): {exc}") from exc
     model.requires_grad_(False).eval()
+    from foresay.engine.tts.zonos_captured import CapturedZonosStep, is_transformer_backbone
+
+    graphs = device.startswith("cuda") if config.graphs is None else config.graphs
+    if graphs and is_transformer_backbone(model):  # the hybrid captures its own step
+        CapturedZonosStep(model, capture=device.startswith("cuda")).install()
 
     def load_audio(path: Path):
         wav, sr = torchaudio.load(str(path))
@@ -216,9 +222,7 @@ class ZonosEngine(TtsEngine):
 
     @property
     def use_compile(self) -> bool:
-        if self.config.compile is not None:
-            return self.config.compile
-        return self._model().device.type == "cuda"
+        return self.config.compile
 
     def decode_codes(self, codes) -> np.ndarray:
         return self._model().autoencoder.decode(codes)[0, 0].float().cpu().numpy()
