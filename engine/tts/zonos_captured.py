@@ -82,7 +82,6 @@ class CapturedZonosStep:
         self.input_ids = torch.zeros(1, model.autoencoder.num_codebooks, 1, dtype=torch.long, device=self.device)
         self._pass = None
         self._cfg_scale: float | None = None
-        self._pool = None
         self._zonos_setup_cache = model.setup_cache
         self._zonos_decode = model._decode_one_token
         # graphs recorded (eager passes off CUDA): grown buffers or a new guidance scale build anew
@@ -129,10 +128,10 @@ class CapturedZonosStep:
         scale = float(cfg_scale)
         if self._pass is None or scale != self._cfg_scale:
             self._cfg_scale = scale
-            self._pool = self._pool or graph_pool(self.device)
             self.input_ids.copy_(input_ids)
             self.position.fill_(inference_params.seqlen_offset)
-            self._pass = make_pass(self._step, self.device, self._pool, capture=self.capture)
+            self._pass = None  # a pool whose graphs were dropped cannot take a new capture
+            self._pass = make_pass(self._step, self.device, graph_pool(self.device), capture=self.capture)
             self.passes_built += 1
         self.input_ids.copy_(input_ids)
         self.position.fill_(inference_params.seqlen_offset)
@@ -145,6 +144,7 @@ class CapturedZonosStep:
         table = self.rotary.index_select(0, self.position).unsqueeze(0).expand(2, -1, -1, -1)
         visible = (self.key_positions <= self.position).view(1, 1, 1, -1)
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        group = self.heads // self.kv_heads
         for index, layer in enumerate(backbone.layers):
             attention = layer.mixer
             q, k, v = attention.in_proj(layer.norm(hidden)).split([q_size, kv_size, kv_size], dim=-1)
@@ -154,9 +154,11 @@ class CapturedZonosStep:
             cache = self.buffers[index][0]
             cache.index_copy_(1, self.position, torch.stack([k, v], dim=2))
             keys, values = cache.unbind(dim=2)
-            mixed = F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
-                                                   attn_mask=visible, enable_gqa=True)
-            hidden = hidden + attention.out_proj(mixed.transpose(1, 2).reshape(2, 1, q_size))
+            # query head h reads key head h // group (as enable_gqa does): one row's heads folded
+            # into rows per key head, so no kernel expands the keys to every query head
+            mixed = F.scaled_dot_product_attention(q.view(2, self.kv_heads, group, self.head_dim),
+                                                   keys.transpose(1, 2), values.transpose(1, 2), attn_mask=visible)
+            hidden = hidden + attention.out_proj(mixed.reshape(2, 1, q_size))
             hidden = hidden + layer.mlp(layer.norm2(hidden))
         logits = model.apply_heads(backbone.norm_f(hidden)).squeeze(2).float()
         conditioned, unconditioned = logits.chunk(2)
