@@ -237,10 +237,13 @@ async def test_a_cuda_graph_model_is_not_shared_between_unfinished_generations()
 
 @pytest.mark.requires_zonos
 @pytest.mark.skipif(importlib.util.find_spec("zonos") is None, reason="Zonos is not installed")
+@pytest.mark.parametrize("static_step", [False, True], ids=["zonos-step", "static-step"])
 @run_async
-async def test_real_zonos_generate_loop_with_a_tiny_random_backbone(monkeypatch):
+async def test_real_zonos_generate_loop_with_a_tiny_random_backbone(monkeypatch, static_step):
     """Zonos's own generate loop (delay pattern, EOS, callback) with a tiny random transformer and
-    the stand-in codec (no weights needed): streamed audio equals decoding the final codes."""
+    the stand-in codec (no weights needed): streamed audio equals decoding the final codes, a
+    prepared sentence holds, and a held one cancels; through Zonos's step and through Foresay's
+    static step (engine/tts/zonos_captured.py, eager here: the function CUDA captures)."""
     import zonos.model as zonos_model
     from zonos.conditioning import make_cond_dict, supported_language_codes
     from zonos.config import ZonosConfig as ModelConfig
@@ -266,6 +269,10 @@ async def test_real_zonos_generate_loop_with_a_tiny_random_backbone(monkeypatch)
         if p.dim() > 1:
             torch.nn.init.normal_(p, std=0.5)
     model.requires_grad_(False).eval()
+    if static_step:
+        from foresay.engine.tts.zonos_captured import CapturedZonosStep
+
+        step = CapturedZonosStep(model, capture=False).install()
     finals = []
     generate = model.generate
     monkeypatch.setattr(model, "generate", lambda *a, **k: finals.append(generate(*a, **k)) or finals[-1])
@@ -284,3 +291,5 @@ async def test_real_zonos_generate_loop_with_a_tiny_random_backbone(monkeypatch)
     cancelled.cancel()
     await cancelled.wait_done()
     assert finals[-1].shape[-1] < 86  # generation stopped by the callback, not at max_seconds
+    if static_step:
+        assert step.passes_built == 1 and step.capacity >= 86  # one pass for every generation
