@@ -51,7 +51,7 @@ from .blocks import SAMPLE_RATE, AudioBlock
 from .gate import Mode, PushToTalkGate
 from .hangover import FixedHangover, HangoverPolicy
 from .resample import Framer
-from .room_noise import RoomNoise
+from .room_noise import RoomNoise, room_frames
 from .turn import Turn
 from .turn_taking import TurnTaking, TurnTakingConfig
 from .vad import Vad
@@ -220,6 +220,8 @@ class Endpointer:
         # always, for every frame: the noise floor is tracked (and the speech band filtered) over all of them
         margin = self._room.margin(frame) if self.config.energy_margin_db > 0 else None
         c = self.config
+        if self._room.came_back:
+            self._room_came_back(t_end, self._room.came_back, self._room.floor_db)
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
         if voiced:
@@ -239,6 +241,31 @@ class Endpointer:
         events.extend(self._apply_controls(t_end - 1e-9))
         self._last_t = t_end
         return events
+
+    def _room_came_back(self, t_end: float, levels: tuple[float, ...], floor_db: float) -> None:
+        """After zeros (a gated or waking microphone) no floor was known, every sound passed the
+        energy check, and the VAD, started afresh, called the room speech, until the room had been
+        heard long enough to learn its floor (`RoomNoise.came_back`): the frames since then that
+        fail the check against that floor were the room's, and voice ended before them (a request
+        spoken after zeros ended 0.2-0.4 s late). A turn the room itself began after the zeros,
+        without `start_voiced_ms` of voice, is left to go on: pulled back to its start, it ended
+        before the request that follows."""
+        c = self.config
+        quiet, loud = room_frames(levels, floor_db, c.energy_margin_db)
+        t0 = t_end - quiet * self._frame_s
+        if quiet == 0 or max(self._speech_end or 0.0, self._sound_end or 0.0) <= t0 + 1e-9:
+            return
+        self._speech_end = None if self._speech_end is None else min(self._speech_end, t0)
+        self._sound_end = None if self._sound_end is None else min(self._sound_end, t0)
+        self._ring = deque((ft, f, v and ft + self._frame_s <= t0 + 1e-9) for ft, f, v in self._ring)
+        if not self.in_turn:
+            return
+        turn, heard_from = self._turn, t_end - len(levels) * self._frame_s  # the zeros' end, or later
+        began_before = turn.first_voiced_t is not None and turn.first_voiced_t < heard_from - 1e-9
+        if began_before or loud * self._frame_s + 1e-9 >= c.start_voiced_ms / 1000:
+            if turn.last_voiced_t is not None and turn.last_voiced_t > t0:
+                turn.last_voiced_t = max(t0, turn.first_voiced_t or t0)
+            self.turns.voice_ended_by(t0)
 
     def keep_noise_floor(self, keep: bool) -> None:
         """While `keep`, the audio is not the room's (the app's mute): see `RoomNoise.keep`."""

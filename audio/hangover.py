@@ -49,6 +49,9 @@ class HangoverPolicy:
     def observe(self, frame, voiced: bool, t: float) -> None:
         pass
 
+    def voice_ended_by(self, t: float) -> None:
+        """No frame observed after `t` was voice after all (`TurnTaking.voice_ended_by`)."""
+
     def hangover_s(self) -> float:
         raise NotImplementedError
 

@@ -19,7 +19,9 @@ around them) pulls it down to -120 dB, where every sound passes the check, as in
 digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
 the zeros has stayed under -50 dBFS and within 6 dB, or 1 s of it under -50 dBFS however uneven,
 the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and
-meanwhile the room passed the check, so turns began on it and ended late. (The VAD does not hear
+meanwhile the room passed the check, so turns began on it and ended late. On that frame
+`came_back` holds the levels heard since the zeros, so that the endpointer can tell which of
+them were the room's after all (`room_frames`). (The VAD does not hear
 zeros, `vad.Vad.is_speech`: fed them, it called the room speech too, and such a turn went on as
 long as the room did.) Zeros teach the hiss median nothing, and a frame of them is read as
 silence, not as the filter's ringing after the last sound. While the app's mute feeds zeros
@@ -78,6 +80,18 @@ def impulse_response(cutoff_hz: float = CUTOFF_HZ, rate: int = SAMPLE_RATE, floo
     return h
 
 
+def room_frames(levels: tuple[float, ...], floor_db: float, margin_db: float) -> tuple[int, int]:
+    """Of frame levels (oldest first): how many of the last stand less than `margin_db` over the
+    floor (the room's), and how many of those before them stand that far over it (voice)."""
+    quiet = 0
+    for level in reversed(levels):
+        if level - floor_db >= margin_db:
+            break
+        quiet += 1
+    loud = sum(1 for level in levels[:len(levels) - quiet] if level - floor_db >= margin_db)
+    return quiet, loud
+
+
 class SpeechBand:
     def __init__(self, cutoff_hz: float = CUTOFF_HZ, rate: int = SAMPLE_RATE):
         if not 0 < cutoff_hz < rate / 2:
@@ -104,6 +118,9 @@ class RoomNoise:
         self._keep = False
         self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_UNEVEN_S / frame_s)))  # levels
         self._steady_frames = max(1, round(ROOM_BACK_S / frame_s))
+        # on the frame the room came back after zeros, the speech-band levels heard since them (the
+        # last ROOM_BACK_UNEVEN_S), oldest first, this frame's last; else empty
+        self.came_back: tuple[float, ...] = ()
 
     def keep(self, keep: bool) -> None:
         """While `keep`, the audio is not the room's (the app's mute feeds zeros, or what the echo
@@ -114,6 +131,7 @@ class RoomNoise:
     def margin(self, frame: np.ndarray) -> float | None:
         """How far `frame` stands above the noise floor, in dB (None: no floor known)."""
         band, raw = self._band(frame), rms_db(frame)
+        self.came_back = ()
         # a frame of digital silence stays silent: the filter's ringing after the last sound is not
         # sound (it held the end of every request spoken in digital silence one frame longer)
         level = raw if raw < DIGITAL_SILENCE_DB else rms_db(band)
@@ -125,7 +143,7 @@ class RoomNoise:
             self._since_zeros.append(level)
             room = self._room_is_back()
             if room is not None:
-                self.floor_db = room
+                self.floor_db, self.came_back = room[0], room[1]
                 self._since_zeros.clear()
                 return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
@@ -134,17 +152,17 @@ class RoomNoise:
             self.floor_db += self._rise
         return level - self.floor_db
 
-    def _room_is_back(self) -> float | None:
-        """The room's floor, if the sound since the last zeros has been a room's: ROOM_BACK_S of
-        it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, or ROOM_BACK_UNEVEN_S of it under
-        ROOM_MAX_DB; else None."""
+    def _room_is_back(self) -> tuple[float, tuple[float, ...]] | None:
+        """The room's floor and the levels since the zeros (the last ROOM_BACK_UNEVEN_S of them),
+        if the sound since the last zeros has been a room's: ROOM_BACK_S of it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, or
+        ROOM_BACK_UNEVEN_S of it under ROOM_MAX_DB; else None."""
         levels = list(self._since_zeros)
         recent = levels[-self._steady_frames:]
         if (len(recent) == self._steady_frames and max(recent) <= ROOM_MAX_DB
                 and max(recent) - min(recent) <= ROOM_SPREAD_DB):
-            return min(recent)
+            return min(recent), tuple(levels)
         if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
-            return min(levels)
+            return min(levels), tuple(levels)
         return None
 
     def hisses(self, frame: np.ndarray) -> bool:

@@ -207,6 +207,10 @@ class TurnEndDecision(HangoverPolicy):
         if voiced:
             self._last_voiced_t = t + len(frame) / SAMPLE_RATE
 
+    def voice_ended_by(self, t: float) -> None:
+        if self._last_voiced_t is not None:
+            self._last_voiced_t = min(self._last_voiced_t, t)
+
     # --- the decision ---------------------------------------------------------------------------
 
     def _current(self, heard_until: float | None) -> bool:

@@ -133,6 +133,14 @@ class TurnTaking:
             if voiced:
                 self.last_voiced_t = t + len(samples) / SAMPLE_RATE
 
+    def voice_ended_by(self, t: float) -> None:
+        """No frame of the open turn after `t` was voice after all (what the endpointer learns
+        when the room's floor comes back after digital silence): its silence is counted from
+        there, so a pause and the end come as they would have with the floor known."""
+        if self.is_open and self.last_voiced_t is not None and self.last_voiced_t > t:
+            self.last_voiced_t = max(t, self.start_t)
+            self.policy.voice_ended_by(self.last_voiced_t)
+
     def frame(self, t: float, t_end: float, voiced: bool, samples=None) -> list[Event]:
         """One frame [t, t_end) of the open turn: what happened at its end."""
         if not self.is_open:

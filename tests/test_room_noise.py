@@ -149,3 +149,36 @@ def test_an_uneven_room_after_zeros_is_heard_as_the_room_again(tmp_path):
     started = [e.t for e in ends if isinstance(e, SpeechStarted)]
     ended = [e.t for e in ends if isinstance(e, TurnEnded)]
     assert started and len(started) == len(ended) and all(b - a <= 2.0 for a, b in zip(started, ended))
+
+
+def test_a_request_into_a_gated_microphone_ends_where_it_ends_with_the_room_heard_first(tmp_path):
+    """A gated microphone (a headset's noise gate, a waking Bluetooth link) sends zeros until the
+    voice opens it: the request comes with no room before it, so its floor is unknown when it ends,
+    the VAD (started afresh) calls the room after it speech, and the voice seemed to go on until
+    the room had been heard long enough to know it (0.2-0.4 s late on the read sample). Then its
+    frames are found to be the room's: the pause is reported then (ROOM_BACK_S after the voice,
+    with the right last voiced frame), and the request ends where it ends with the room heard
+    first. A gate the room opens just before the request (0.4 s of room after the zeros) still
+    gives the request one turn."""
+    from foresay.audio.room_noise import ROOM_BACK_S
+    from foresay.engine.events import TurnEnded, VoicePaused
+
+    clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.5, after_s=2.0, noise_db=-60.0)
+
+    def ends(x: np.ndarray, shift_s: float) -> tuple[list[tuple[float, float]], tuple[float, float]]:
+        events = feed(Endpointer(make_vad(VadConfig()), EndpointerConfig(), FixedHangover(0.6)), x)
+        at = [(e.t - T0 - shift_s, getattr(e, "last_voiced_t", 0.0) - T0 - shift_s) for e in events]
+        return ([a for a, e in zip(at, events) if isinstance(e, TurnEnded)],
+                [a for a, e in zip(at, events) if isinstance(e, VoicePaused)][-1])
+
+    reference, reference_pause = ends(clip.samples, 0.0)
+    assert len(reference) == 1 and abs(reference[0][1] - clip.speech_end) <= 2 * FRAME
+    zeros = np.zeros(2 * SAMPLE_RATE, np.float32)
+    one_vad_frame = 0.03 + EPS  # the VAD started afresh may hear the last frame otherwise
+    for room_before_s in (0.05, 0.4):  # the gate opens on the voice, or on the room just before it
+        cut = int(round((clip.speech_start - room_before_s) / FRAME)) * round(FRAME * SAMPLE_RATE)
+        got, pause = ends(np.concatenate([zeros, clip.samples[cut:]]), 2.0 - cut / SAMPLE_RATE)
+        assert len(got) == 1
+        assert got[0] == pytest.approx(reference[0], abs=one_vad_frame)
+        assert pause[1] == pytest.approx(reference_pause[1], abs=one_vad_frame)
+        assert pause[0] <= reference_pause[1] + ROOM_BACK_S + one_vad_frame
