@@ -113,7 +113,7 @@ def test_a_build_writes_both_sets_with_truth_ends_that_match_the_audio(tmp_path)
             members[r.source][r.member[:-4] + ".json"] = json.dumps(alignment).encode()
     archives = {source: _archive(tmp_path / f"{source.requirement}.tar.gz", files) for source, files in members.items()}
     counts = rs.build(tmp_path / "read", archives)
-    assert counts == {"complete": 16, "paused": 11}
+    assert counts == {"complete": 16, "paused": 11, "gated": 16}
     complete = {json.loads(line)["audio"]: json.loads(line)
                 for line in (tmp_path / "read/complete/set.jsonl").read_text().splitlines()}
     paused = [json.loads(line) for line in (tmp_path / "read/paused/set.jsonl").read_text().splitlines()]
@@ -124,6 +124,15 @@ def test_a_build_writes_both_sets_with_truth_ends_that_match_the_audio(tmp_path)
         assert abs(turn["end_s"] - turn["start_s"] - speech_s) <= 0.03  # 10 ms frames, the high-pass's spread
         with wave.open(str(tmp_path / "read/complete" / line["audio"])) as w:
             assert abs(w.getnframes() / SR - (turn["end_s"] + 2.5)) <= 0.011
+    for line in (tmp_path / "read/gated/set.jsonl").read_text().splitlines():
+        line = json.loads(line)
+        turn, whole = line["turns"][0], complete[line["audio"]]["turns"][0]
+        assert turn["start_s"] == rs.GATE_CLOSED_S + rs.GATE_OPENS_S
+        assert abs((turn["end_s"] - turn["start_s"]) - (whole["end_s"] - whole["start_s"])) <= 0.002
+        with wave.open(str(tmp_path / "read/gated" / line["audio"])) as w:
+            samples = np.frombuffer(w.readframes(w.getnframes()), np.int16)
+        closed = round(rs.GATE_CLOSED_S * SR)
+        assert not samples[:closed].any() and samples[closed:closed + 160].any()  # zeros, then the room
     for line in paused:
         turn, pause = line["turns"][0], line["pause_s"]
         assert 0.45 <= pause <= 0.75

@@ -17,8 +17,10 @@ own stretches of at least 80 ms under floor + 3 dB and no more than 12 dB under 
 fade-in from digital silence is not the room), joined with 10 ms crossfades (single quiet
 frames tiled would buzz at 100 Hz, which a voice detector hears). `paused/` holds 11 of them again
 with 0.45-0.75 s of room tone in the middle of the longest quiet run inside the speech (for the
-LibriVox sentences, one between two aligned words). Writes `complete/` and `paused/`, each with
-its WAVs and `set.jsonl` (the format of `turn_sets`).
+LibriVox sentences, one between two aligned words). `gated/` holds the 16 as a gated microphone
+sends them: 2 s of zeros, then the recording from 0.05 s before the voice (no room heard before
+it), and its room tone after. Writes `complete/`, `paused/` and `gated/`, each with its WAVs and
+`set.jsonl` (the format of `turn_sets`).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from foresay.engine.demo.speech import FRAME, SAMPLE_RATE, true_runs, write_wav
 from foresay.engine.errors import ForesayError
 
 ROOM_RUN_FRAMES = 8  # room tone from quiet stretches of at least 80 ms
+GATE_CLOSED_S, GATE_OPENS_S = 2.0, 0.05  # gated/: zeros this long, then the room this long before the voice
 FADE = 160  # 10 ms crossfades between them
 
 
@@ -182,9 +185,9 @@ def fetch(source: Source, cache: Path) -> Path:
 
 
 def build(out: Path, archives: dict[Source, Path], seed: int = 3) -> dict[str, int]:
-    """Write the complete and paused sets under `out`; how many recordings each holds."""
+    """Write the complete, paused and gated sets under `out`; how many recordings each holds."""
     rng = np.random.default_rng(seed)
-    rows: dict[str, list] = {"complete": [], "paused": []}
+    rows: dict[str, list] = {"complete": [], "paused": [], "gated": []}
     for kind in rows:
         (out / kind).mkdir(parents=True, exist_ok=True)
     opened = {source: tarfile.open(path) for source, path in archives.items()}
@@ -198,14 +201,20 @@ def build(out: Path, archives: dict[Source, Path], seed: int = 3) -> dict[str, i
         lead = float(rng.uniform(0.5, 1.0))
         before, after = room_tone(audio, db, floor, lead), room_tone(audio, db, floor, 2.5)
 
-        def add(kind: str, samples: np.ndarray, end_s: float, pause_s: float | None) -> None:
+        def add(kind: str, samples: np.ndarray, end_s: float, pause_s: float | None, start_s: float = lead,
+                room: str = "its own room tone") -> None:
             write_wav(out / kind / f"{recording.name}.wav", samples)
+            turn = {"start_s": round(start_s, 3), "end_s": round(end_s, 3), "text": recording.text}
             rows[kind].append({"audio": f"{recording.name}.wav", "pause_s": pause_s, "spoken": recording.text,
-                               "turns": [{"start_s": round(lead, 3), "end_s": round(end_s, 3), "text": recording.text}],
-                               "voice": f"real speaker ({recording.member.rsplit('/', 1)[-1]})",
-                               "room": "its own room tone"})
+                               "turns": [turn], "voice": f"real speaker ({recording.member.rsplit('/', 1)[-1]})",
+                               "room": room})
 
         add("complete", np.concatenate([before, speech, after]), lead + len(speech) / SAMPLE_RATE, None)
+        gate = np.zeros(round(GATE_CLOSED_S * SAMPLE_RATE), np.float32)
+        opens = before[len(before) - round(GATE_OPENS_S * SAMPLE_RATE):]
+        start_s = GATE_CLOSED_S + GATE_OPENS_S
+        add("gated", np.concatenate([gate, opens, speech, after]), start_s + len(speech) / SAMPLE_RATE, None,
+            start_s, f"zeros until {GATE_OPENS_S} s before the voice (a gated microphone), then its own room tone")
         if recording.paused:
             gaps = None
             if recording.name.startswith("librivox"):
@@ -223,7 +232,7 @@ def build(out: Path, archives: dict[Source, Path], seed: int = 3) -> dict[str, i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m foresay.engine.demo.read_sample", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, type=Path, help="folder for complete/ and paused/")
+    parser.add_argument("--out", required=True, type=Path, help="folder for complete/, paused/ and gated/")
     parser.add_argument("--cache", type=Path, help="where the source archives are kept "
                         "(default: the registry cache's read-sample folder)")
     args = parser.parse_args(argv)
@@ -237,8 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     except ForesayError as exc:
         print(f"read_sample: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {counts['complete']} recordings to {args.out / 'complete'} and {counts['paused']} "
-          f"to {args.out / 'paused'}")
+    print(", ".join(f"{n} recordings to {args.out / kind}" for kind, n in counts.items()))
     return 0
 
 
