@@ -96,6 +96,8 @@ def load_zonos_backend(config: ZonosConfig) -> ZonosBackend:
         raise TtsUnavailable(INSTALL_HINT)
     import torch
 
+    from foresay.engine.tts.zonos_captured import CapturedZonosStep, is_transformer_backbone
+
     try:
         import torchaudio
         from zonos.conditioning import make_cond_dict, supported_language_codes
@@ -118,8 +120,6 @@ def load_zonos_backend(config: ZonosConfig) -> ZonosBackend:
     except OSError as exc:
         raise ModelUnavailable(f"could not load Zonos model {source!r} (not downloaded and no network?): {exc}") from exc
     model.requires_grad_(False).eval()
-    from foresay.engine.tts.zonos_captured import CapturedZonosStep, is_transformer_backbone
-
     graphs = device.startswith("cuda") if config.graphs is None else config.graphs
     if graphs and is_transformer_backbone(model):  # the hybrid captures its own step
         CapturedZonosStep(model, capture=device.startswith("cuda")).install()
