@@ -220,8 +220,9 @@ class Endpointer:
         # always, for every frame: the noise floor is tracked (and the speech band filtered) over all of them
         margin = self._room.margin(frame) if self.config.energy_margin_db > 0 else None
         c = self.config
-        if self._room.came_back:
-            self._room_came_back(t_end, self._room.came_back, self._room.floor_db)
+        heard = self._room.came_back
+        if heard is not None:
+            self._room_came_back(t_end - heard.ended_before_s, heard.levels, heard.floor_db)
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
         if voiced:
@@ -245,9 +246,10 @@ class Endpointer:
     def _room_came_back(self, t_end: float, levels: tuple[float, ...], floor_db: float) -> None:
         """After zeros (a gated or waking microphone) no floor was known, every sound passed the
         energy check, and the VAD, started afresh, called the room speech, until the room had been
-        heard long enough to learn its floor (`RoomNoise.came_back`): the frames since then that
-        fail the check against that floor were the room's, and voice ended before them (a request
-        spoken after zeros ended 0.2-0.4 s late). A turn the room itself began after the zeros,
+        heard long enough to learn its floor, or the zeros came back after it (`RoomNoise.came_back`;
+        `t_end`: the end of the last frame heard): the frames before that fail the check against
+        the floor they showed were the room's, and voice ended before them (a request spoken after
+        zeros ended 0.2-0.4 s late). A turn the room itself began after the zeros,
         without `start_voiced_ms` of voice, is left to go on: pulled back to its start, it ended
         before the request that follows."""
         c = self.config

@@ -19,9 +19,10 @@ around them) pulls it down to -120 dB, where every sound passes the check, as in
 digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
 the zeros has stayed under -50 dBFS and within 6 dB, or 1 s of it under -50 dBFS however uneven,
 the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and
-meanwhile the room passed the check, so turns began on it and ended late. On that frame
-`came_back` holds the levels heard since the zeros, so that the endpointer can tell which of
-them were the room's after all (`room_frames`). (The VAD does not hear
+meanwhile the room passed the check, so turns began on it and ended late. On that frame, and
+on the frame zeros come back after sound that ended steady and quiet (ROOM_BEFORE_ZEROS_S: a
+gate closing), `came_back` holds what was heard since the zeros (`RoomHeard`), so that the
+endpointer can tell which of those frames were the room's after all (`room_frames`). (The VAD does not hear
 zeros, `vad.Vad.is_speech`: fed them, it called the room speech too, and such a turn went on as
 long as the room did.) Zeros teach the hiss median nothing, and a frame of them is read as
 silence, not as the filter's ringing after the last sound. While the app's mute feeds zeros
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +49,19 @@ ROOM_MAX_DB = -50.0
 # ... or, however uneven, once this long a sound has stayed under ROOM_MAX_DB (a room whose level
 # swings more than ROOM_SPREAD_DB otherwise passed as voice until the floor had risen to it):
 ROOM_BACK_UNEVEN_S = 1.0
+# Zeros again after a sound that ended this long steady and quiet (a gate closing after its hang
+# time): that end was the room's, though too short to learn its floor from
+ROOM_BEFORE_ZEROS_S = 0.1
+
+
+class RoomHeard(NamedTuple):
+    """The speech-band levels of the frames since the last zeros (the last ROOM_BACK_UNEVEN_S of
+    them, oldest first), when they turned out to end in the room: `floor_db` is the room's level
+    they showed, and the last of them ended `ended_before_s` before the end of the current frame
+    (0: it is the current frame; a frame's length: the current frame is zeros again)."""
+    levels: tuple[float, ...]
+    floor_db: float
+    ended_before_s: float
 
 
 def _butterworth_sections(cutoff_hz: float, rate: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -118,9 +133,10 @@ class RoomNoise:
         self._keep = False
         self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_UNEVEN_S / frame_s)))  # levels
         self._steady_frames = max(1, round(ROOM_BACK_S / frame_s))
-        # on the frame the room came back after zeros, the speech-band levels heard since them (the
-        # last ROOM_BACK_UNEVEN_S), oldest first, this frame's last; else empty
-        self.came_back: tuple[float, ...] = ()
+        self._frame_s = frame_s
+        # on the frame the room came back after zeros, or zeros came back after the room: what was
+        # heard since the zeros before (`RoomHeard`); else None
+        self.came_back: RoomHeard | None = None
 
     def keep(self, keep: bool) -> None:
         """While `keep`, the audio is not the room's (the app's mute feeds zeros, or what the echo
@@ -131,19 +147,22 @@ class RoomNoise:
     def margin(self, frame: np.ndarray) -> float | None:
         """How far `frame` stands above the noise floor, in dB (None: no floor known)."""
         band, raw = self._band(frame), rms_db(frame)
-        self.came_back = ()
+        self.came_back = None
         # a frame of digital silence stays silent: the filter's ringing after the last sound is not
         # sound (it held the end of every request spoken in digital silence one frame longer)
         level = raw if raw < DIGITAL_SILENCE_DB else rms_db(band)
         if self._keep:
             return None if self.floor_db is None else level - self.floor_db
         if level < DIGITAL_SILENCE_DB:
+            if self._since_zeros and self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
+                self.came_back = self._room_before_zeros()
             self._since_zeros.clear()
         elif self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
             self._since_zeros.append(level)
             room = self._room_is_back()
             if room is not None:
-                self.floor_db, self.came_back = room[0], room[1]
+                self.floor_db = room
+                self.came_back = RoomHeard(tuple(self._since_zeros), room, 0.0)
                 self._since_zeros.clear()
                 return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
@@ -152,17 +171,26 @@ class RoomNoise:
             self.floor_db += self._rise
         return level - self.floor_db
 
-    def _room_is_back(self) -> tuple[float, tuple[float, ...]] | None:
-        """The room's floor and the levels since the zeros (the last ROOM_BACK_UNEVEN_S of them),
-        if the sound since the last zeros has been a room's: ROOM_BACK_S of it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, or
-        ROOM_BACK_UNEVEN_S of it under ROOM_MAX_DB; else None."""
+    def _room_is_back(self) -> float | None:
+        """The room's floor, if the sound since the last zeros has been a room's: ROOM_BACK_S of
+        it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, or ROOM_BACK_UNEVEN_S of it under
+        ROOM_MAX_DB; else None."""
         levels = list(self._since_zeros)
         recent = levels[-self._steady_frames:]
         if (len(recent) == self._steady_frames and max(recent) <= ROOM_MAX_DB
                 and max(recent) - min(recent) <= ROOM_SPREAD_DB):
-            return min(recent), tuple(levels)
+            return min(recent)
         if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
-            return min(levels), tuple(levels)
+            return min(levels)
+        return None
+
+    def _room_before_zeros(self) -> RoomHeard | None:
+        """What the sound since the zeros before showed, if it ended in ROOM_BEFORE_ZEROS_S of
+        sound steady within ROOM_SPREAD_DB and under ROOM_MAX_DB; else None."""
+        levels = tuple(self._since_zeros)
+        last = levels[-max(1, round(ROOM_BEFORE_ZEROS_S / self._frame_s)):]
+        if len(levels) > len(last) and max(last) <= ROOM_MAX_DB and max(last) - min(last) <= ROOM_SPREAD_DB:
+            return RoomHeard(levels, min(last), self._frame_s)
         return None
 
     def hisses(self, frame: np.ndarray) -> bool:
