@@ -186,10 +186,13 @@ class RoomNoise:
 
     def _room_before_zeros(self) -> RoomHeard | None:
         """What the sound since the zeros before showed, if it ended in ROOM_BEFORE_ZEROS_S of
-        sound steady within ROOM_SPREAD_DB and under ROOM_MAX_DB; else None."""
+        sound steady within ROOM_SPREAD_DB and under ROOM_MAX_DB (the very last frame, which the
+        zeros may have begun inside, only under ROOM_MAX_DB); else None."""
         levels = tuple(self._since_zeros)
-        last = levels[-max(1, round(ROOM_BEFORE_ZEROS_S / self._frame_s)):]
-        if len(levels) > len(last) and max(last) <= ROOM_MAX_DB and max(last) - min(last) <= ROOM_SPREAD_DB:
+        n = max(1, round(ROOM_BEFORE_ZEROS_S / self._frame_s))
+        last = levels[-n - 1:-1]
+        if (len(levels) > n + 1 and max(levels[-n - 1:]) <= ROOM_MAX_DB
+                and max(last) - min(last) <= ROOM_SPREAD_DB):
             return RoomHeard(levels, min(last), self._frame_s)
         return None
 
