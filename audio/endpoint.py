@@ -51,7 +51,7 @@ from .blocks import SAMPLE_RATE, AudioBlock
 from .gate import Mode, PushToTalkGate
 from .hangover import FixedHangover, HangoverPolicy
 from .resample import Framer
-from .room_noise import RoomNoise, room_frames
+from .room_noise import RoomHeard, RoomNoise, room_frames
 from .turn import Turn
 from .turn_taking import TurnTaking, TurnTakingConfig
 from .vad import Vad
@@ -220,9 +220,8 @@ class Endpointer:
         # always, for every frame: the noise floor is tracked (and the speech band filtered) over all of them
         margin = self._room.margin(frame) if self.config.energy_margin_db > 0 else None
         c = self.config
-        heard = self._room.came_back
-        if heard is not None:
-            self._room_came_back(t_end - heard.ended_before_s, heard.levels, heard.floor_db)
+        if self._room.came_back is not None:
+            self._room_came_back(t_end, self._room.came_back)
         loud = margin is None or margin >= (c.hold_margin_db if self._was_voiced else c.energy_margin_db)
         voiced = self.vad.is_speech(frame) and loud
         if voiced:
@@ -243,17 +242,18 @@ class Endpointer:
         self._last_t = t_end
         return events
 
-    def _room_came_back(self, t_end: float, levels: tuple[float, ...], floor_db: float) -> None:
+    def _room_came_back(self, t_end: float, heard: RoomHeard) -> None:
         """After zeros (a gated or waking microphone) no floor was known, every sound passed the
         energy check, and the VAD, started afresh, called the room speech, until the room had been
         heard long enough to learn its floor, or the zeros came back after it (`RoomNoise.came_back`;
-        `t_end`: the end of the last frame heard): the frames before that fail the check against
+        `t_end`: the end of this frame): the frames before that fail the check against
         the floor they showed were the room's, and voice ended before them (a request spoken after
         zeros ended 0.2-0.4 s late). A turn the room itself began after the zeros,
         without `start_voiced_ms` of voice, is left to go on: pulled back to its start, it ended
         before the request that follows."""
-        c = self.config
-        quiet, loud = room_frames(levels, floor_db, c.energy_margin_db)
+        c, levels = self.config, heard.levels
+        t_end -= heard.ended_before_s  # the end of the last frame heard
+        quiet, loud = room_frames(levels, heard.floor_db, c.energy_margin_db)
         t0 = t_end - quiet * self._frame_s
         if quiet == 0 or max(self._speech_end or 0.0, self._sound_end or 0.0) <= t0 + 1e-9:
             return

@@ -95,6 +95,11 @@ def impulse_response(cutoff_hz: float = CUTOFF_HZ, rate: int = SAMPLE_RATE, floo
     return h
 
 
+def _steady_and_quiet(levels) -> bool:
+    """Whether frame levels all lie under ROOM_MAX_DB and within ROOM_SPREAD_DB of each other."""
+    return max(levels) <= ROOM_MAX_DB and max(levels) - min(levels) <= ROOM_SPREAD_DB
+
+
 def room_frames(levels: tuple[float, ...], floor_db: float, margin_db: float) -> tuple[int, int]:
     """Of frame levels (oldest first): how many of the last stand less than `margin_db` over the
     floor (the room's), and how many of those before them stand that far over it (voice)."""
@@ -177,8 +182,7 @@ class RoomNoise:
         ROOM_MAX_DB; else None."""
         levels = list(self._since_zeros)
         recent = levels[-self._steady_frames:]
-        if (len(recent) == self._steady_frames and max(recent) <= ROOM_MAX_DB
-                and max(recent) - min(recent) <= ROOM_SPREAD_DB):
+        if len(recent) == self._steady_frames and _steady_and_quiet(recent):
             return min(recent)
         if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
             return min(levels)
@@ -191,8 +195,7 @@ class RoomNoise:
         levels = tuple(self._since_zeros)
         n = max(1, round(ROOM_BEFORE_ZEROS_S / self._frame_s))
         last = levels[-n - 1:-1]
-        if (len(levels) > n + 1 and max(levels[-n - 1:]) <= ROOM_MAX_DB
-                and max(last) - min(last) <= ROOM_SPREAD_DB):
+        if len(levels) > n + 1 and _steady_and_quiet(last) and levels[-1] <= ROOM_MAX_DB:
             return RoomHeard(levels, min(last), self._frame_s)
         return None
 

@@ -120,6 +120,17 @@ def zonos_config_module(monkeypatch):
         monkeypatch.setitem(sys.modules, "zonos.config", config)
 
 
+def decode_frame_by_frame(model: TinyZonos, frames: torch.Tensor, max_seqlen: int, cfg_scale):
+    """Zonos's generation loop, reduced: a cache for `max_seqlen` positions, then the step of each
+    of `frames` (1, codebooks, n) in turn; the cache's parameters and each step's logits."""
+    params = model.setup_cache(batch_size=2, max_seqlen=max_seqlen, dtype=torch.float32)
+    steps = []
+    for position in range(frames.shape[-1]):
+        params.seqlen_offset = position
+        steps.append(model._decode_one_token(frames[..., position:position + 1], params, cfg_scale).clone())
+    return params, steps
+
+
 @torch.inference_mode()
 def test_frame_by_frame_the_static_step_computes_attention_over_just_the_filled_positions(zonos_config_module):
     model = TinyZonos().eval()
@@ -127,13 +138,11 @@ def test_frame_by_frame_the_static_step_computes_attention_over_just_the_filled_
     frames = torch.randint(0, 1024, (1, CODEBOOKS, 12))
     reference = model.guided_logits_of_sequence(frames, cfg_scale=2.0)
 
-    params = model.setup_cache(batch_size=2, max_seqlen=12, dtype=torch.float32)
+    params, steps = decode_frame_by_frame(model, frames, 12, torch.tensor(2.0))
     assert params.key_value_memory_dict is step.buffers and step.capacity >= 12
-    for position in range(frames.shape[-1]):
-        params.seqlen_offset = position
-        logits = model._decode_one_token(frames[..., position:position + 1], params, torch.tensor(2.0))
+    for logits, expected in zip(steps, reference, strict=True):
         assert logits.shape == (1, CODEBOOKS, 1025)
-        torch.testing.assert_close(logits[0], reference[position], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(logits[0], expected, rtol=1e-4, atol=1e-4)
     assert step.passes_built == 1 and model.own_calls == []
 
 
@@ -145,12 +154,7 @@ def test_a_later_generation_reuses_the_buffers_and_a_longer_one_grows_them(zonos
     reference = model.guided_logits_of_sequence(frames, cfg_scale=3.0)
 
     def generate(frames: torch.Tensor, max_seqlen: int) -> list[torch.Tensor]:
-        params = model.setup_cache(batch_size=2, max_seqlen=max_seqlen, dtype=torch.float32)
-        out = []
-        for position in range(frames.shape[-1]):
-            params.seqlen_offset = position
-            out.append(model._decode_one_token(frames[..., position:position + 1], params, 3.0)[0].clone())
-        return out
+        return [logits[0] for logits in decode_frame_by_frame(model, frames, max_seqlen, 3.0)[1]]
 
     generate(torch.randint(0, 1024, (1, CODEBOOKS, 9)), 40)  # leaves keys beyond the next one's end
     buffers = step.buffers[0][0]

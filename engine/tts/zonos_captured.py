@@ -22,15 +22,12 @@ own step.
 """
 from __future__ import annotations
 
-import logging
 from types import MethodType
 
 import torch
 import torch.nn.functional as F
 
 from foresay.engine.llm.cuda_graphs import graph_pool, make_pass
-
-log = logging.getLogger(__name__)
 
 GROW_POSITIONS = 512  # buffers grow in steps of this many positions
 ROTARY_POSITIONS = 16384  # as many rotary positions as Zonos precomputes
@@ -125,16 +122,14 @@ class CapturedZonosStep:
         """Zonos's `_decode_one_token`: guided logits (1, codebooks, 1025) of the next frame."""
         if inference_params.key_value_memory_dict is not self.buffers or input_ids.shape != self.input_ids.shape:
             return self._zonos_decode(input_ids, inference_params, cfg_scale, allow_cudagraphs=False)
+        self.input_ids.copy_(input_ids)
+        self.position.fill_(inference_params.seqlen_offset)
         scale = float(cfg_scale)
         if self._pass is None or scale != self._cfg_scale:
             self._cfg_scale = scale
-            self.input_ids.copy_(input_ids)
-            self.position.fill_(inference_params.seqlen_offset)
-            self._pass = None  # a pool whose graphs were dropped cannot take a new capture
+            self._pass = None  # the old graph goes before the next is recorded, in a pool of its own
             self._pass = make_pass(self._step, self.device, graph_pool(self.device), capture=self.capture)
             self.passes_built += 1
-        self.input_ids.copy_(input_ids)
-        self.position.fill_(inference_params.seqlen_offset)
         return self._pass()
 
     def _step(self) -> torch.Tensor:
