@@ -94,6 +94,9 @@ def test_dry_run_reports_every_section_with_figures_or_a_reason(tmp_path, fixtur
     fusion = sections["fusion"]["figures"]
     assert fusion["plain"]["exact_verified"] and fusion["fused"]["exact_verified"]
     assert fusion["agreement"]["agrees"] and fusion["fused"]["compiled"]["rotary"] > 0
+    split = sections["split"]["figures"]
+    assert split["split"]["split_kept"] and not split["whole"]["split_kept"]
+    assert split["split"]["exact_verified"] and split["agreement"]["agrees"]
     for name in ("asr_final", "qwen3_asr"):
         rows = sections[name]["figures"].values()
         assert rows and all(row["identical"] and row["greedy_ms"] > 0 for row in rows)

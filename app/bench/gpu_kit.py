@@ -29,6 +29,7 @@ from foresay.app.bench import gpu_kit_sections as sections
 SECTIONS = {
     "bench_gpu": (sections.bench_gpu, 200),
     "fusion": (sections.fusion, 120),
+    "split": (sections.split, 120),
     "exactness": (sections.exactness, 60),
     "replay": (sections.replay, 150),
     "asr_final": (sections.asr_final, 120),

@@ -170,6 +170,35 @@ def fusion(kit: Kit) -> dict:
     return figures
 
 
+def split(kit: Kit) -> dict:
+    """The captured decode step with attention split along the keys (`engine/llm/split_attention.py`,
+    the default in exact mode on CUDA) against one attention call per layer, on the app's model
+    (fused on CUDA); per variant the step and a verification pass after each context, the warm-up
+    and its probes, then how far the split logits are from the others."""
+    from foresay.app.bench.pass_timing import probe_ids
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.llm.config import LLMConfig
+
+    size = "small" if kit.small else "gpu"
+    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True,
+                            max_context=FUSION_MAX_CONTEXT[size]))
+    prefix = AGREEMENT_PREFIX[size]
+    ids = probe_ids(lm, prefix + AGREEMENT_POSITIONS)
+    contexts, repeats = ((32,), 1) if kit.small else ((512, 4096), 10)
+    figures = {"llm": kit.llm(), "max_context": lm.max_context, "fused": lm.fusion is not None}
+    logits = {}
+    for name, on in (("split", True), ("whole", False)):
+        lm.drop_static_engine()
+        lm.static_engine().split = on
+        figures[name], logits[name] = _variant_figures(lm, ids, contexts, repeats)
+        figures[name]["split_kept"] = lm.static_engine().split
+    figures["agreement"] = {"prefix": prefix, **_agreement(logits["whole"], logits["split"])}
+    figures["split_step_ratio"] = {context: round(figures["split"]["by_context"][context]["decode_step_ms"]
+                                                  / figures["whole"]["by_context"][context]["decode_step_ms"], 3)
+                                   for context in figures["whole"]["by_context"]}
+    return figures
+
+
 def _compiled_graphs() -> int:
     from torch._dynamo.utils import counters
     return counters["stats"]["unique_graphs"]

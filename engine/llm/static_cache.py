@@ -18,6 +18,10 @@ bit attends over the whole buffer in exact mode). So by induction over positions
 logits are a function of the token prefix alone, and PredGen-greedy equals greedy decoding bit for
 bit on any device. Fast mode decodes a step with one-row kernels and pads verification to the
 smallest bucket: cheaper, but two different shapes may round a near-tie differently.
+
+On CUDA an exact pass's attention is split along the keys (`engine.llm.split_attention`): a 64-row
+pass gives one fused attention kernel too few query tiles to fill the GPU; chunks of a fixed size
+keep every span's result the same, and the warm-up checks both on the device.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import torch.nn.functional as F
 from foresay.engine.llm.cuda_graphs import graph_pool, make_pass, static_passes_supported
 from foresay.engine.errors import ForesayError, PromptTooLong
 from foresay.engine.llm.cache import PrefixReuse
+from foresay.engine.llm.split_attention import CHUNK, merge_chunks, split_agrees, split_attention
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +49,10 @@ EAGER_CHUNK = 128                      # longest pass without graphs in fast mod
 EXACT_TOKENS = {"cuda": 64}
 EXACT_TOKENS_OTHER = 16
 SPAN_MIN = 1024                        # the shortest key span a pass attends over
+SPLIT_DEVICES = ("cuda",)              # where exact mode splits attention along the keys
 ARCHITECTURES = ("qwen2", "llama", "qwen3")  # decoder-only, plain full attention, plain LM head
 _ATTENTION = "foresay_static"
+_SPLIT_ATTENTION = "foresay_static_split"
 
 
 def static_unsupported(config) -> str | None:
@@ -116,6 +123,30 @@ def _static_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
 
 
+def _split_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """`_static_attention` split along the keys (`engine.llm.split_attention`), its merge
+    compiled into one or two kernels on CUDA."""
+    batch, heads, rows, dim = query.shape
+    kv_heads = key.shape[1]
+    folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
+    out = split_attention(folded, key, value, attention_mask, scaling, merge=_merge_for(query.device))
+    return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
+
+
+_compiled_merge = None
+
+
+def _merge_for(device: torch.device):
+    """The merge of split attention's chunks: compiled on CUDA (eagerly it is a dozen small
+    kernels per layer), plain elsewhere."""
+    global _compiled_merge
+    if device.type != "cuda":
+        return merge_chunks
+    if _compiled_merge is None:
+        _compiled_merge = torch.compile(merge_chunks, dynamic=False, fullgraph=True)
+    return _compiled_merge
+
+
 def _position_mask(key_index: torch.Tensor, pos: torch.Tensor, dtype: torch.dtype, groups: int) -> torch.Tensor:
     """The additive mask [1, 1, groups * rows, len(key_index)] of a pass whose rows sit at `pos`: a
     row sees the keys up to its position. In the model's dtype, built once per pass (a boolean mask
@@ -129,6 +160,7 @@ def _position_mask(key_index: torch.Tensor, pos: torch.Tensor, dtype: torch.dtyp
 def _register_attention() -> None:
     from transformers import AttentionInterface
     AttentionInterface.register(_ATTENTION, _static_attention)
+    AttentionInterface.register(_SPLIT_ATTENTION, _split_static_attention)
 
 
 @contextmanager
@@ -267,7 +299,7 @@ class StaticKVCache(PrefixReuse):
         model = self.engine.model
         mask = _position_mask(self._key_index[:shape.span], shape.pos, model.dtype, self._groups)
         self._buffers.write_at, self._buffers.span = shape.pos, shape.span
-        with _attention_of(model.config, _ATTENTION):
+        with _attention_of(model.config, self.engine.attention_name):
             hidden = model.model(input_ids=shape.ids, position_ids=shape.pos[None], attention_mask=mask,
                                  past_key_values=self._buffers, use_cache=True).last_hidden_state
         return self.engine.head(hidden[0])
@@ -276,7 +308,7 @@ class StaticKVCache(PrefixReuse):
 class StaticEngine:
     """One LM's static-cache settings and pre-captured spare cache."""
 
-    def __init__(self, lm, exact: bool = True):
+    def __init__(self, lm, exact: bool = True, split: bool | None = None):
         reason = static_unsupported(lm.model.config)
         if reason:
             raise ForesayError(f"the static KV cache cannot run {lm.name}: {reason}")
@@ -284,15 +316,27 @@ class StaticEngine:
         self.lm, self.model, self.device, self.exact = lm, lm.model, lm.device, exact
         self.head = lm.model.get_output_embeddings()
         self.capacity = lm.max_context
-        self.buffer_length = -(-(self.capacity + EAGER_CHUNK) // 64) * 64  # room for padding rows past the end
+        # room for padding rows past the end; whole chunks of split attention
+        self.buffer_length = -(-(self.capacity + EAGER_CHUNK) // CHUNK) * CHUNK
         self.spans = key_spans(self.buffer_length)
         self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
         if exact:
             self.sizes: tuple[int, ...] | None = (exact_tokens(self.device),)
         else:
             self.sizes = FAST_BUCKETS if self.graphs else None
+        # split attention along the keys (exact mode; by default on CUDA); the warm-up may undo it
+        self.split = exact and (self.device.type in SPLIT_DEVICES if split is None else split)
         self.exact_verified: bool | None = None  # set by warmup() in exact mode
         self._spare: StaticKVCache | None = None
+
+    @property
+    def attention_name(self) -> str:
+        return _SPLIT_ATTENTION if self.split else _ATTENTION
+
+    def attention(self, query, key, value, mask):
+        """The attention every pass of this engine runs, on the heads-first query: [1, heads,
+        rows, dim] -> [1, rows, heads, dim]."""
+        return (_split_static_attention if self.split else _static_attention)(None, query, key, value, mask)[0]
 
     def kv_cache(self) -> StaticKVCache:
         """A cache of its own buffers (and graphs); the one warmed up before 'ready' comes first."""
@@ -305,6 +349,10 @@ class StaticEngine:
     def warmup(self) -> StaticKVCache:
         """Build (and on CUDA capture) a cache, run passes through it, check exact mode on this
         device (`exact_verified`), and keep the cache as the next `kv_cache()`."""
+        if self.split and not self.probe_split():
+            log.warning("attention is not split along the keys on this device: its chunks did not "
+                        "merge into what one attention call gives")
+            self.split, self._spare = False, None
         cache = self.kv_cache()
         ids = self.lm.encode("Hello, how are you today? Tell me about the weather in Paris.") or [0]
         if self.exact and len(self.spans) > 1 and not self.probe_spans():
@@ -346,10 +394,34 @@ class StaticEngine:
             outs = []
             for longer in self.spans[i:]:
                 mask = _position_mask(index[:longer], pos, self.model.dtype, groups)
-                outs.append(_static_attention(None, query, keys[:, :, :longer], values[:, :, :longer], mask)[0])
+                outs.append(self.attention(query, keys[:, :, :longer], values[:, :, :longer], mask))
             if not all(torch.equal(outs[0], out) for out in outs[1:]):
                 return False
         return True
+
+    @torch.inference_mode()
+    def probe_split(self) -> bool:
+        """Split attention runs on this device and agrees with one plain attention call, on random
+        queries, keys and values of the model's shapes over the shortest span, rows spread over it
+        (some see one chunk, some all); False (with the reason logged) where it fails."""
+        config = self.model.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
+        rows, span = max(self.sizes or (EAGER_CHUNK,)), self.spans[0]
+        generator = torch.Generator(device=self.device).manual_seed(1)
+
+        def random(*shape):
+            return torch.randn(shape, generator=generator, device=self.device).to(self.model.dtype)
+
+        query = random(1, kv_heads, groups * rows, head_dim)
+        keys, values = random(1, kv_heads, span, head_dim), random(1, kv_heads, span, head_dim)
+        pos = torch.linspace(0, span - 1, rows, device=self.device).long()
+        mask = _position_mask(torch.arange(span, device=self.device), pos, self.model.dtype, groups)
+        try:
+            return split_agrees(query, keys, values, mask, merge=_merge_for(self.device))
+        except Exception as exc:  # noqa: BLE001 - a kernel missing on this device: the plain path
+            log.info("split attention failed its probe (%s: %s)", type(exc).__name__, exc)
+            return False
 
     @staticmethod
     def probe_exact(cache: StaticKVCache, ids: list[int]) -> bool:
