@@ -420,7 +420,7 @@ class StaticEngine:
         try:
             return split_agrees(query, keys, values, mask, merge=_merge_for(self.device))
         except Exception as exc:  # noqa: BLE001 - a kernel missing on this device: the plain path
-            log.info("split attention failed its probe (%s: %s)", type(exc).__name__, exc)
+            log.warning("split attention failed its probe (%s: %s)", type(exc).__name__, exc)
             return False
 
     @staticmethod
