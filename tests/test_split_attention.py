@@ -60,6 +60,17 @@ def test_a_longer_span_adds_only_masked_chunks_and_changes_no_bit(short_chunks):
     assert all(torch.equal(outs[0], out) for out in outs[1:])
 
 
+def test_the_merge_sums_as_a_fixed_tree_that_appended_zeros_cannot_regroup():
+    from foresay.engine.llm.split_attention import tree_sum
+    x = torch.tensor([[1e8, 1.0, -1e8, 1.0, 3.0]], dtype=torch.float32)[..., None]
+    # float32 halves: [1e8 + 3 = 1e8, 1, -1e8, 1] -> [0, 2] -> 2 (in order: 1e8 + 1 = 1e8, ... -> 4)
+    assert tree_sum(x).item() == 2.0
+    for extra in (1, 3, 11):
+        padded = torch.cat([x, torch.zeros(1, extra, 1)], dim=1)
+        assert torch.equal(tree_sum(padded), tree_sum(x))
+    assert torch.equal(tree_sum(x[:, :1]), x[:, 0])
+
+
 def test_a_span_that_is_not_whole_chunks_is_refused(short_chunks):
     query, keys, values, groups = _inputs(CHUNK + 8, 4, torch.float32)
     mask = _position_mask(torch.arange(CHUNK + 8), torch.arange(4), torch.float32, groups)
@@ -73,8 +84,8 @@ def test_the_agreement_check_sees_a_kernel_whose_log_sum_exp_is_not_natural(shor
     assert split_agrees(query, keys, values, mask)
     real = split_module.chunk_outputs
 
-    def base_two(*args):
-        out, lse = real(*args)
+    def base_two(*args, **kwargs):
+        out, lse = real(*args, **kwargs)
         return out, lse / torch.log(torch.tensor(2.0))
 
     monkeypatch.setattr(split_module, "chunk_outputs", base_two)
@@ -135,7 +146,7 @@ def test_warmup_attends_in_one_call_where_split_attention_fails_its_probe(load_f
     lm = load_fixture_lm("tiny-random", seed=3, cache="static", max_context=CONTEXT)
     engine = _split_engine(lm)
 
-    def missing(*args):
+    def missing(*args, **kwargs):
         raise RuntimeError("no such kernel")
 
     monkeypatch.setattr(split_module, "chunk_outputs", missing)

@@ -119,8 +119,9 @@ def profile(kit: Kit) -> dict:
 
     lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True))
     lm.warmup()
-    figures = {"llm": kit.llm(), "cache": lm.cache_kind, "exact": lm.exact,
-               "key_spans": list(lm.static_engine().spans), "by_context": {}}
+    engine = lm.static_engine()
+    figures = {"llm": kit.llm(), "cache": lm.cache_kind, "exact": lm.exact, "key_spans": list(engine.spans),
+               "split_kernel": engine.split_kernel if engine.split else None, "by_context": {}}
     for context in (32, 64) if kit.small else (512, 4096):
         graphed = measure_pass_timing(lm, context=context, repeats=3 if kit.small else 10)
         figures["by_context"][str(context)] = {"graphed_step_ms": round(graphed["decode_step_ms"], 3),
@@ -191,7 +192,9 @@ def split(kit: Kit) -> dict:
         lm.drop_static_engine()
         lm.static_engine().split = on
         figures[name], logits[name] = _variant_figures(lm, ids, contexts, repeats)
-        figures[name]["split_kept"] = lm.static_engine().split
+        engine = lm.static_engine()
+        figures[name]["split_kept"] = engine.split
+        figures[name]["split_kernel"] = engine.split_kernel if engine.split else None
     figures["agreement"] = {"prefix": prefix, **_agreement(logits["whole"], logits["split"])}
     figures["split_step_ratio"] = {context: round(figures["split"]["by_context"][context]["decode_step_ms"]
                                                   / figures["whole"]["by_context"][context]["decode_step_ms"], 3)

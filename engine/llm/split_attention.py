@@ -8,11 +8,15 @@ the GPU's processors work while the rest wait, and the step's attention grows wi
 take 0.11 ms to read). Here the span is cut into chunks of `CHUNK` keys, each chunk's attention
 runs as its own head of one batched call (a tile per chunk and query block, enough to fill the
 GPU), and the chunks' results merge by their log-sum-exp: the output is a weighted mean of the
-chunks' outputs, each weighed by the share of the softmax's mass its keys hold.
+chunks' outputs, each weighed by the share of the softmax's mass its keys hold. On CUDA the chunks
+run through cuDNN's fused attention where it reports what the merge needs, else through PyTorch's
+memory-efficient kernel (`KERNELS`; the warm-up picks).
 
 Exactness: the chunk size is fixed, so a position's keys fall into the same chunks whatever the
 pass's span; a chunk wholly past a row's position is masked and weighs exactly zero, and adding
-zeros does not change a sum; so a longer span only appends zero terms to the merge. Whether the
+zeros does not change a sum; so a longer span only appends zero terms to the merge, whose sums
+run as a fixed tree (halves added pairwise, the chunks padded with zeros to a power of two) that
+such terms cannot regroup. Whether the
 device's kernels keep that promise bit for bit is measured at warm-up, like every span
 (`StaticEngine.probe_spans`), and the split is checked against one plain attention call first
 (`split_agrees`).
@@ -24,19 +28,40 @@ import torch.nn.functional as F
 
 CHUNK = 256  # keys per chunk; key spans and the KV buffer are multiples of it
 AGREEMENT_ATOL = 3e-2  # bfloat16 rounding of unit-scale outputs, far below a wrong merge's error
+KERNELS = {"cuda": ("cudnn", "efficient"), "cpu": ("cpu",)}  # per device, in the order tried
 
 
-def chunk_outputs(query, key, value, bias, scale):
+def chunk_outputs(query, key, value, bias, scale, kernel):
     """Attention of `query` [kvh, chunks, rows, dim] over each chunk of `key`/`value` [kvh,
-    chunks, CHUNK, dim] with the additive `bias` [kvh, chunks, rows, CHUNK]: the chunks' outputs
-    (the query's dtype) and their natural log-sum-exp [kvh, chunks, rows] (float32)."""
-    if query.device.type == "cuda":
-        out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
-            query, key, value, bias, True, 0.0, False, scale=scale)
-        return out, lse[..., :query.shape[2]]
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, False, attn_mask=bias, scale=scale)
-    return out, lse
+    chunks, CHUNK, dim] with the additive `bias` [kvh, chunks, rows, CHUNK], by `kernel` (one of
+    `KERNELS`): the chunks' outputs (the query's dtype) and their log-sum-exp [kvh, chunks, rows]
+    (float32; natural where the kernel keeps its promise, which `split_agrees` checks)."""
+    if kernel == "cudnn":
+        out, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(
+            query, key, value, bias, True, 0.0, False, False, scale=scale)[:2]
+    elif kernel == "efficient":
+        out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, bias, True, 0.0, False, scale=scale)[:2]
+    elif kernel == "cpu":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, 0.0, False, attn_mask=bias, scale=scale)
+    else:
+        raise ValueError(f"unknown attention kernel {kernel!r}")
+    # [kvh, chunks, rows], [.., rows, 1] or [.., rows rounded up]: the rows' values, in that order
+    return out, lse.reshape(*query.shape[:2], -1)[..., :query.shape[2]]
+
+
+def tree_sum(x: torch.Tensor) -> torch.Tensor:
+    """The sum over dim 1 as a fixed tree: padded with zeros to a power of two, then halves added
+    until one is left. Appending zeros to `x` along dim 1 changes no bit of the result (a
+    reduction kernel may group its terms differently at another length)."""
+    n = 1 << (x.shape[1] - 1).bit_length()
+    if n != x.shape[1]:
+        x = torch.cat([x, x.new_zeros((x.shape[0], n - x.shape[1], *x.shape[2:]))], dim=1)
+    while x.shape[1] > 1:
+        half = x.shape[1] // 2
+        x = x[:, :half] + x[:, half:]
+    return x[:, 0]
 
 
 def merge_chunks(out: torch.Tensor, lse: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -46,13 +71,14 @@ def merge_chunks(out: torch.Tensor, lse: torch.Tensor, visible: torch.Tensor) ->
     lse = torch.where(visible, lse, float("-inf"))
     weight = torch.exp(lse - lse.amax(dim=1, keepdim=True))  # chunk 0 is always visible: finite max
     weighed = torch.where(visible[..., None], out.float() * weight[..., None], 0.0)
-    return (weighed.sum(dim=1) / weight.sum(dim=1)[..., None]).to(out.dtype)
+    return (tree_sum(weighed) / tree_sum(weight)[..., None]).to(out.dtype)
 
 
-def split_attention(query, key, value, mask, scale=None, merge=merge_chunks):
+def split_attention(query, key, value, mask, scale=None, merge=merge_chunks, kernel=None):
     """Attention of the folded `query` [1, kvh, rows, dim] over `key`/`value` [1, kvh, span, dim]
     with the additive `mask` [1, 1, rows, span] (a row sees a prefix of the keys), the span a
-    multiple of `CHUNK`; [1, kvh, rows, dim], as one scaled_dot_product_attention call gives."""
+    multiple of `CHUNK`; [1, kvh, rows, dim], as one scaled_dot_product_attention call gives.
+    `kernel`: one of `KERNELS` (None: the last one of the query's device)."""
     _, kv_heads, rows, dim = query.shape
     span, chunk = key.shape[2], CHUNK  # read per call: a test may shorten it
     if span % chunk:
@@ -61,15 +87,16 @@ def split_attention(query, key, value, mask, scale=None, merge=merge_chunks):
     queries = query[0].unsqueeze(1).expand(kv_heads, chunks, rows, dim)
     keys, values = key[0].unflatten(1, (chunks, chunk)), value[0].unflatten(1, (chunks, chunk))
     bias = mask[0, 0].unflatten(1, (chunks, chunk)).transpose(0, 1)  # [chunks, rows, chunk]
-    out, lse = chunk_outputs(queries, keys, values, bias[None].expand(kv_heads, -1, -1, -1), scale)
+    kernel = kernel or KERNELS.get(query.device.type, ("cpu",))[-1]
+    out, lse = chunk_outputs(queries, keys, values, bias[None].expand(kv_heads, -1, -1, -1), scale, kernel)
     visible = bias[:, :, 0] == 0  # a row sees a prefix of the keys: any of a chunk's iff its first
     return merge(out, lse, visible)[None]
 
 
-def split_agrees(query, key, value, mask, merge=merge_chunks) -> bool:
+def split_agrees(query, key, value, mask, merge=merge_chunks, kernel=None) -> bool:
     """The split attention gives what one plain attention call does, within bfloat16 rounding:
     the check that the device's kernels report what the merge assumes (a natural log-sum-exp per
     row and chunk)."""
-    split = split_attention(query, key, value, mask, merge=merge).float()
+    split = split_attention(query, key, value, mask, merge=merge, kernel=kernel).float()
     plain = F.scaled_dot_product_attention(query, key, value, attn_mask=mask).float()
     return bool(torch.isfinite(split).all()) and torch.allclose(split, plain, atol=AGREEMENT_ATOL, rtol=0)

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from foresay.engine.llm.cuda_graphs import graph_pool, make_pass, static_passes_supported
 from foresay.engine.errors import ForesayError, PromptTooLong
 from foresay.engine.llm.cache import PrefixReuse
-from foresay.engine.llm.split_attention import CHUNK, merge_chunks, split_agrees, split_attention
+from foresay.engine.llm.split_attention import CHUNK, KERNELS, merge_chunks, split_agrees, split_attention
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +123,14 @@ def _static_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
 
 
-def _split_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """`_static_attention` split along the keys (`engine.llm.split_attention`), its merge
-    compiled into one or two kernels on CUDA."""
+def _split_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, *,
+                            kernel: str, **kwargs):
+    """`_static_attention` split along the keys (`engine.llm.split_attention`) with the chunks
+    run by `kernel`, the merge compiled into one or two kernels on CUDA."""
     batch, heads, rows, dim = query.shape
     kv_heads = key.shape[1]
     folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
-    out = split_attention(folded, key, value, attention_mask, scaling, merge=_merge_for(query.device))
+    out = split_attention(folded, key, value, attention_mask, scaling, merge=_merge_for(query.device), kernel=kernel)
     return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
 
 
@@ -160,7 +161,8 @@ def _position_mask(key_index: torch.Tensor, pos: torch.Tensor, dtype: torch.dtyp
 def _register_attention() -> None:
     from transformers import AttentionInterface
     AttentionInterface.register(_ATTENTION, _static_attention)
-    AttentionInterface.register(_SPLIT_ATTENTION, _split_static_attention)
+    for kernel in {k for kernels in KERNELS.values() for k in kernels}:
+        AttentionInterface.register(f"{_SPLIT_ATTENTION}_{kernel}", partial(_split_static_attention, kernel=kernel))
 
 
 @contextmanager
@@ -326,17 +328,20 @@ class StaticEngine:
             self.sizes = FAST_BUCKETS if self.graphs else None
         # split attention along the keys (exact mode; by default on CUDA); the warm-up may undo it
         self.split = exact and (self.device.type in SPLIT_DEVICES if split is None else split)
+        self.split_kernel = KERNELS.get(self.device.type, ("cpu",))[-1]  # the warm-up's probe picks
         self.exact_verified: bool | None = None  # set by warmup() in exact mode
         self._spare: StaticKVCache | None = None
 
     @property
     def attention_name(self) -> str:
-        return _SPLIT_ATTENTION if self.split else _ATTENTION
+        return f"{_SPLIT_ATTENTION}_{self.split_kernel}" if self.split else _ATTENTION
 
     def attention(self, query, key, value, mask):
         """The attention every pass of this engine runs, on the heads-first query: [1, heads,
         rows, dim] -> [1, rows, heads, dim]."""
-        return (_split_static_attention if self.split else _static_attention)(None, query, key, value, mask)[0]
+        if self.split:
+            return _split_static_attention(None, query, key, value, mask, kernel=self.split_kernel)[0]
+        return _static_attention(None, query, key, value, mask)[0]
 
     def kv_cache(self) -> StaticKVCache:
         """A cache of its own buffers (and graphs); the one warmed up before 'ready' comes first."""
@@ -403,7 +408,8 @@ class StaticEngine:
     def probe_split(self) -> bool:
         """Split attention runs on this device and agrees with one plain attention call, on random
         queries, keys and values of the model's shapes over the shortest span, rows spread over it
-        (some see one chunk, some all); False (with the reason logged) where it fails."""
+        (some see one chunk, some all), with the first of the device's kernels that does
+        (`split_kernel`); False (with the reasons logged) where none does."""
         config = self.model.config
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
@@ -417,11 +423,16 @@ class StaticEngine:
         keys, values = random(1, kv_heads, span, head_dim), random(1, kv_heads, span, head_dim)
         pos = torch.linspace(0, span - 1, rows, device=self.device).long()
         mask = _position_mask(torch.arange(span, device=self.device), pos, self.model.dtype, groups)
-        try:
-            return split_agrees(query, keys, values, mask, merge=_merge_for(self.device))
-        except Exception as exc:  # noqa: BLE001 - a kernel missing on this device: the plain path
-            log.warning("split attention failed its probe (%s: %s)", type(exc).__name__, exc)
-            return False
+        for kernel in KERNELS.get(self.device.type, ("cpu",)):
+            try:
+                if split_agrees(query, keys, values, mask, merge=_merge_for(self.device), kernel=kernel):
+                    self.split_kernel = kernel
+                    return True
+                log.warning("split attention with %s kernels does not agree with one attention call", kernel)
+            except Exception as exc:  # noqa: BLE001 - a kernel missing on this device: the next one
+                log.warning("split attention with %s kernels failed its probe (%s: %s)",
+                            kernel, type(exc).__name__, exc)
+        return False
 
     @staticmethod
     def probe_exact(cache: StaticKVCache, ids: list[int]) -> bool:
