@@ -250,8 +250,8 @@ def test_the_span_probe_sees_a_kernel_that_reduces_keys_differently_at_another_l
         out = sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
         return out + (key.shape[2] == engine.spans[-1]) * torch.finfo(out.dtype).eps * out
 
-    import foresay.engine.llm.static_cache as static_cache
-    monkeypatch.setattr(static_cache.F, "scaled_dot_product_attention", length_sensitive)
+    import foresay.engine.llm.static_attention as static_attention
+    monkeypatch.setattr(static_attention.F, "scaled_dot_product_attention", length_sensitive)
     assert engine.probe_spans() is False
 
 

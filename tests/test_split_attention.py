@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 import foresay.engine.llm.split_attention as split_module
 from foresay.engine.llm.split_attention import split_agrees, split_attention
-from foresay.engine.llm.static_cache import StaticEngine, _position_mask, key_spans
+from foresay.engine.llm.static_attention import position_mask
+from foresay.engine.llm.static_cache import StaticEngine, key_spans
 from foresay.engine.llm.decoding import greedy_reply
 from foresay.engine.predgen.conversation import Conversation
 from foresay.engine.predgen.turn import PredGenConfig, PredGenTurn
@@ -42,7 +43,7 @@ def test_split_attention_gives_what_one_attention_call_gives(short_chunks, dtype
     query, keys, values, groups = _inputs(span, rows, dtype)
     # rows in the first chunk only, at a chunk's edges, and seeing every key
     pos = torch.tensor([0, 5, CHUNK - 1, CHUNK, 2 * CHUNK + 3, 3 * CHUNK - 1, 3 * CHUNK, span - 1])
-    mask = _position_mask(torch.arange(span), pos, dtype, groups)
+    mask = position_mask(torch.arange(span), pos, dtype, groups)
     got = split_attention(query, keys, values, mask)
     plain = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)
     assert got.shape == plain.shape and got.dtype == dtype
@@ -55,7 +56,7 @@ def test_a_longer_span_adds_only_masked_chunks_and_changes_no_bit(short_chunks):
     query, keys, values, groups = _inputs(4 * span, rows, torch.bfloat16, seed=1)
     pos = torch.arange(span - rows, span)
     outs = [split_attention(query, keys[:, :, :longer], values[:, :, :longer],
-                            _position_mask(torch.arange(longer), pos, torch.bfloat16, groups))
+                            position_mask(torch.arange(longer), pos, torch.bfloat16, groups))
             for longer in (span, 2 * span, 4 * span)]
     assert all(torch.equal(outs[0], out) for out in outs[1:])
 
@@ -73,14 +74,14 @@ def test_the_merge_sums_as_a_fixed_tree_that_appended_zeros_cannot_regroup():
 
 def test_a_span_that_is_not_whole_chunks_is_refused(short_chunks):
     query, keys, values, groups = _inputs(CHUNK + 8, 4, torch.float32)
-    mask = _position_mask(torch.arange(CHUNK + 8), torch.arange(4), torch.float32, groups)
+    mask = position_mask(torch.arange(CHUNK + 8), torch.arange(4), torch.float32, groups)
     with pytest.raises(ValueError, match="multiple of"):
         split_attention(query, keys, values, mask)
 
 
 def test_the_agreement_check_sees_a_kernel_whose_log_sum_exp_is_not_natural(short_chunks, monkeypatch):
     query, keys, values, groups = _inputs(4 * CHUNK, 8, torch.float32, seed=2)
-    mask = _position_mask(torch.arange(4 * CHUNK), torch.arange(3 * CHUNK, 3 * CHUNK + 8), torch.float32, groups)
+    mask = position_mask(torch.arange(4 * CHUNK), torch.arange(3 * CHUNK, 3 * CHUNK + 8), torch.float32, groups)
     assert split_agrees(query, keys, values, mask)
     real = split_module.chunk_outputs
 

@@ -1,7 +1,7 @@
 """The GPU kit's driver: every GPU measurement in one run, one JSON file.
 
 `python -m foresay.app.bench.gpu_kit --out DIR` (what `packaging/gpu_kit.sh run` calls on a lent
-GPU machine) runs the sections of `gpu_kit_sections` one after another, each in its own process
+GPU machine) runs the sections of `gpu_kit_sections` and `gpu_kit_variants` one after another, each in its own process
 under its own time limit and within the whole run's `--budget`, so a crash, a hang or a full GPU
 loses only that section: its entry records the error as text, or why it was skipped, and the
 others keep their figures. The report, DIR/gpu_kit.json, is rewritten after every section.
@@ -23,13 +23,14 @@ import traceback
 from pathlib import Path
 
 from foresay.app.bench import gpu_kit_sections as sections
+from foresay.app.bench import gpu_kit_variants as variants
 
 # name -> (function, seconds it may take on an H100), in the order they run: the most wanted first
 # (what was never measured before what was).
 SECTIONS = {
     "bench_gpu": (sections.bench_gpu, 200),
-    "fusion": (sections.fusion, 120),
-    "split": (sections.split, 120),
+    "fusion": (variants.fusion, 120),
+    "split": (variants.split, 120),
     "exactness": (sections.exactness, 60),
     "replay": (sections.replay, 150),
     "asr_final": (sections.asr_final, 120),

@@ -1,7 +1,7 @@
 """Attention split along the keys: the exact-mode pass's attention as many small ones, merged.
 
 An exact-mode pass on a GPU holds 64 rows; with a model's query heads folded per key head
-(`static_cache._static_attention`) that is a few hundred query rows per key head, a handful of
+(`static_attention.static_attention`) that is a few hundred query rows per key head, a handful of
 query tiles for a fused attention kernel. Each tile walks the whole key span alone, so a few of
 the GPU's processors work while the rest wait, and the step's attention grows with the span
 (measured on an H200: 0.85 ms over 1024 keys, 5.8 ms over 8192, for a pass whose keys and values

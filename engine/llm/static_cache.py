@@ -31,12 +31,13 @@ from contextlib import contextmanager
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 
 from foresay.engine.llm.cuda_graphs import graph_pool, make_pass, static_passes_supported
 from foresay.engine.errors import ForesayError, PromptTooLong
 from foresay.engine.llm.cache import PrefixReuse
-from foresay.engine.llm.split_attention import CHUNK, KERNELS, merge_chunks, split_agrees, split_attention
+from foresay.engine.llm.split_attention import CHUNK, KERNELS, split_agrees
+from foresay.engine.llm.static_attention import (attention_name, attention_of, merge_for, position_mask,
+                                                 register_attention, split_static_attention, static_attention)
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ EXACT_TOKENS_OTHER = 16
 SPAN_MIN = 1024                        # the shortest key span a pass attends over
 SPLIT_DEVICES = ("cuda",)              # where exact mode splits attention along the keys
 ARCHITECTURES = ("qwen2", "llama", "qwen3")  # decoder-only, plain full attention, plain LM head
-_ATTENTION = "foresay_static"
-_SPLIT_ATTENTION = "foresay_static_split"
 
 
 def static_unsupported(config) -> str | None:
@@ -111,68 +110,6 @@ def key_spans(length: int, shortest: int = SPAN_MIN) -> tuple[int, ...]:
         spans.append(span)
         span *= 2
     return (*spans, length)
-
-
-def _static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA over the pass's key span with its mask; grouped query heads fold into the query length
-    (no copy of the keys and values per query head)."""
-    batch, heads, rows, dim = query.shape
-    kv_heads = key.shape[1]
-    folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
-    out = F.scaled_dot_product_attention(folded, key, value, attn_mask=attention_mask, scale=scaling)
-    return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
-
-
-def _split_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, *,
-                            kernel: str, **kwargs):
-    """`_static_attention` split along the keys (`engine.llm.split_attention`) with the chunks
-    run by `kernel`, the merge compiled into one or two kernels on CUDA."""
-    batch, heads, rows, dim = query.shape
-    kv_heads = key.shape[1]
-    folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
-    out = split_attention(folded, key, value, attention_mask, scaling, merge=_merge_for(query.device), kernel=kernel)
-    return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
-
-
-_compiled_merge = None
-
-
-def _merge_for(device: torch.device):
-    """The merge of split attention's chunks: compiled on CUDA (eagerly it is a dozen small
-    kernels per layer), plain elsewhere."""
-    global _compiled_merge
-    if device.type != "cuda":
-        return merge_chunks
-    if _compiled_merge is None:
-        _compiled_merge = torch.compile(merge_chunks, dynamic=False, fullgraph=True)
-    return _compiled_merge
-
-
-def _position_mask(key_index: torch.Tensor, pos: torch.Tensor, dtype: torch.dtype, groups: int) -> torch.Tensor:
-    """The additive mask [1, 1, groups * rows, len(key_index)] of a pass whose rows sit at `pos`: a
-    row sees the keys up to its position. In the model's dtype, built once per pass (a boolean mask
-    would be converted in every layer); its rows repeat per query head of a group, as the heads
-    fold in (`_static_attention`)."""
-    hidden = key_index[None, :] > pos[:, None]
-    bias = torch.zeros(hidden.shape, dtype=dtype, device=hidden.device)
-    return bias.masked_fill_(hidden, float("-inf")).repeat(groups, 1)[None, None]
-
-
-def _register_attention() -> None:
-    from transformers import AttentionInterface
-    AttentionInterface.register(_ATTENTION, _static_attention)
-    for kernel in {k for kernels in KERNELS.values() for k in kernels}:
-        AttentionInterface.register(f"{_SPLIT_ATTENTION}_{kernel}", partial(_split_static_attention, kernel=kernel))
-
-
-@contextmanager
-def _attention_of(config, name: str):
-    old = config._attn_implementation
-    config._attn_implementation = name
-    try:
-        yield
-    finally:
-        config._attn_implementation = old
 
 
 class _Buffers:
@@ -299,9 +236,9 @@ class StaticKVCache(PrefixReuse):
     def _forward(self, shape: _Shape) -> torch.Tensor:
         """The pass over `shape`'s static inputs: logits of every row, in the model's dtype."""
         model = self.engine.model
-        mask = _position_mask(self._key_index[:shape.span], shape.pos, model.dtype, self._groups)
+        mask = position_mask(self._key_index[:shape.span], shape.pos, model.dtype, self._groups)
         self._buffers.write_at, self._buffers.span = shape.pos, shape.span
-        with _attention_of(model.config, self.engine.attention_name):
+        with attention_of(model.config, self.engine.attention_name):
             hidden = model.model(input_ids=shape.ids, position_ids=shape.pos[None], attention_mask=mask,
                                  past_key_values=self._buffers, use_cache=True).last_hidden_state
         return self.engine.head(hidden[0])
@@ -314,7 +251,7 @@ class StaticEngine:
         reason = static_unsupported(lm.model.config)
         if reason:
             raise ForesayError(f"the static KV cache cannot run {lm.name}: {reason}")
-        _register_attention()
+        register_attention()
         self.lm, self.model, self.device, self.exact = lm, lm.model, lm.device, exact
         self.head = lm.model.get_output_embeddings()
         self.capacity = lm.max_context
@@ -334,14 +271,14 @@ class StaticEngine:
 
     @property
     def attention_name(self) -> str:
-        return f"{_SPLIT_ATTENTION}_{self.split_kernel}" if self.split else _ATTENTION
+        return attention_name(self.split_kernel if self.split else None)
 
     def attention(self, query, key, value, mask):
         """The attention every pass of this engine runs, on the heads-first query: [1, heads,
         rows, dim] -> [1, rows, heads, dim]."""
         if self.split:
-            return _split_static_attention(None, query, key, value, mask, kernel=self.split_kernel)[0]
-        return _static_attention(None, query, key, value, mask)[0]
+            return split_static_attention(None, query, key, value, mask, kernel=self.split_kernel)[0]
+        return static_attention(None, query, key, value, mask)[0]
 
     def kv_cache(self) -> StaticKVCache:
         """A cache of its own buffers (and graphs); the one warmed up before 'ready' comes first."""
@@ -398,7 +335,7 @@ class StaticEngine:
             pos = torch.cat([pos, pos[-1:].expand(rows - len(pos))])
             outs = []
             for longer in self.spans[i:]:
-                mask = _position_mask(index[:longer], pos, self.model.dtype, groups)
+                mask = position_mask(index[:longer], pos, self.model.dtype, groups)
                 outs.append(self.attention(query, keys[:, :, :longer], values[:, :, :longer], mask))
             if not all(torch.equal(outs[0], out) for out in outs[1:]):
                 return False
@@ -422,10 +359,10 @@ class StaticEngine:
         query = random(1, kv_heads, groups * rows, head_dim)
         keys, values = random(1, kv_heads, span, head_dim), random(1, kv_heads, span, head_dim)
         pos = torch.linspace(0, span - 1, rows, device=self.device).long()
-        mask = _position_mask(torch.arange(span, device=self.device), pos, self.model.dtype, groups)
+        mask = position_mask(torch.arange(span, device=self.device), pos, self.model.dtype, groups)
         for kernel in KERNELS.get(self.device.type, ("cpu",)):
             try:
-                if split_agrees(query, keys, values, mask, merge=_merge_for(self.device), kernel=kernel):
+                if split_agrees(query, keys, values, mask, merge=merge_for(self.device), kernel=kernel):
                     self.split_kernel = kernel
                     return True
                 log.warning("split attention with %s kernels does not agree with one attention call", kernel)
