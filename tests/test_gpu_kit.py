@@ -94,6 +94,9 @@ def test_dry_run_reports_every_section_with_figures_or_a_reason(tmp_path, fixtur
     fusion = sections["fusion"]["figures"]
     assert fusion["plain"]["exact_verified"] and fusion["fused"]["exact_verified"]
     assert fusion["agreement"]["agrees"] and fusion["fused"]["compiled"]["rotary"] > 0
+    whisper = sections["profile"]["figures"]["whisper"]["by_window_s"]
+    assert set(whisper) == {"30", "10"} and all(w["kernels_per_pass"] > 0 and w["top"] for w in whisper.values())
+    assert whisper["30"]["frames"] == 3 * whisper["10"]["frames"]
     split = sections["split"]["figures"]
     assert split["split"]["split_kept"] and not split["whole"]["split_kept"]
     assert split["split"]["exact_verified"] and split["agreement"]["agrees"]

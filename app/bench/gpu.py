@@ -99,16 +99,12 @@ def asr_figures(args) -> dict:
             "draft_pass_ms": draft["pass_ms"], "encoder_ms": target["encoder_ms"], "by_window_s": windows}
 
 
-def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 32) -> dict:
-    """Median ms of the encoder and of one decoder pass of `verify` tokens after `context`."""
-    import statistics
-
+def random_whisper(shape: dict, device):
+    """A Whisper of `shape` (d_model, layers, heads, ffn; frames: mel frames of its window, 3000
+    unless given) with random weights, on `device` (float16 on CUDA)."""
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
-    from foresay.engine.asr.captured import attach, encode, make_cursor
-
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     config = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=shape["d_model"],
                            encoder_layers=shape["layers"], decoder_layers=shape["layers"],
                            encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
@@ -116,10 +112,23 @@ def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 
                            max_source_positions=shape.get("frames", 3000) // 2)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     with torch.device(device):  # initialized where it runs: a full-size model in seconds
-        model = WhisperForConditionalGeneration(config).to(dtype).eval()
+        return WhisperForConditionalGeneration(config).to(dtype).eval()
+
+
+def time_whisper(shape: dict, device, repeats: int, verify: int, context: int = 32) -> dict:
+    """Median ms of the encoder and of one decoder pass of `verify` tokens after `context`."""
+    import statistics
+
+    import torch
+
+    from foresay.engine.asr.captured import attach, encode, make_cursor
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    model = random_whisper(shape, device)
+    config = model.config
     if device.type == "cuda":
         attach(model)
-    features = torch.randn(1, 80, 2 * config.max_source_positions, device=device, dtype=dtype)
+    features = torch.randn(1, 80, 2 * config.max_source_positions, device=device, dtype=model.dtype)
     encoder, passes = [], []
     with torch.inference_mode():
         for run in range(repeats + 1):  # run 0 warms up

@@ -109,8 +109,13 @@ def exactness(kit: Kit) -> dict:
 
 def profile(kit: Kit) -> dict:
     """The chat model's decode step kernel by kernel (eager, the kernels its graph replays) at two
-    contexts, beside the captured step's wall time: what keeps the step above its floor."""
-    from foresay.app.bench.pass_profile import profile_pass
+    contexts, beside the captured step's wall time: what keeps the step above its floor; then the
+    same for SpecASR's target verification pass (medium.en shapes) at a 30 s and a 10 s window."""
+    import torch
+
+    from foresay.app.bench.asr_pass_timing import WHISPER_SHAPES
+    from foresay.app.bench.gpu import FRAMES_PER_S, SMALL_WHISPER
+    from foresay.app.bench.pass_profile import profile_pass, profile_whisper_pass
     from foresay.app.bench.pass_timing import measure_pass_timing
     from foresay.engine.llm.backend import load_llm
     from foresay.engine.llm.config import LLMConfig
@@ -124,6 +129,13 @@ def profile(kit: Kit) -> dict:
         graphed = measure_pass_timing(lm, context=context, repeats=3 if kit.small else 10)
         figures["by_context"][str(context)] = {"graphed_step_ms": round(graphed["decode_step_ms"], 3),
                                                **profile_pass(lm, context, repeats=2 if kit.small else 5)}
+    del lm
+    shape, per_s = (SMALL_WHISPER["tiny-shape"], FRAMES_PER_S // 10) if kit.small else \
+        (WHISPER_SHAPES["medium.en"], FRAMES_PER_S)
+    figures["whisper"] = {"model": "tiny-shape-random" if kit.small else "medium.en-random", "by_window_s": {
+        str(seconds): profile_whisper_pass({**shape, "frames": seconds * per_s}, torch.device(kit.device),
+                                           repeats=2 if kit.small else 5)
+        for seconds in (30, 10)}}
     return figures
 
 

@@ -65,13 +65,14 @@ class StaticPasses:
     slot_offset = 0
     max_positions: int
 
-    def __init__(self, model, rows: tuple[int, ...], slots: int):
+    def __init__(self, model, rows: tuple[int, ...], slots: int, capture: bool = True):
         """Room for `slots` buffer entries besides the rows of the largest pass (scratch while
-        capturing), rounded up to 16."""
+        capturing), rounded up to 16. `capture` False: eager passes on CUDA too (the kernels a
+        profiler can see)."""
         self.model, self.rows = model, tuple(sorted(rows))
         self.device, self.dtype = model.device, model.dtype
         self.length = -(-(slots + max(self.rows)) // 16) * 16
-        self.graphs = self.device.type == "cuda" and torch.cuda.is_available()
+        self.graphs = capture and self.device.type == "cuda" and torch.cuda.is_available()
         self.pool = graph_pool(self.device)
         self.loaded: torch.Tensor | None = None
 
@@ -104,10 +105,11 @@ class StaticPasses:
 class CapturedDecoder(StaticPasses):
     """One Whisper's decoder with static buffers and captured passes."""
 
-    def __init__(self, model, rows: tuple[int, ...] = EXACT_ROWS, audio_frames: int | None = None):
+    def __init__(self, model, rows: tuple[int, ...] = EXACT_ROWS, audio_frames: int | None = None,
+                 capture: bool = True):
         config = model.config
         self.max_positions = int(config.max_target_positions)
-        super().__init__(model, rows, self.max_positions)
+        super().__init__(model, rows, self.max_positions, capture)
         heads = config.decoder_attention_heads
         head_dim = config.d_model // heads
         frames = audio_frames or int(config.max_source_positions)
