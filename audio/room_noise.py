@@ -17,8 +17,9 @@ The floor follows quiet frames down at once and rises 3 dB/s. Digital silence (z
 that opens with them, a mute key, a dropout, a gated microphone, requests written with silence
 around them) pulls it down to -120 dB, where every sound passes the check, as in a room of
 digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
-the zeros has stayed under -50 dBFS and within 6 dB, or 1 s of it under -50 dBFS however uneven,
-the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and
+the zeros has stayed under -50 dBFS and within 6 dB, or 0.1 s of it so once it has come down to
+the quietest moment heard since the zeros (a gap between words: the room again), or 1 s of it
+under -50 dBFS however uneven, the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and
 meanwhile the room passed the check, so turns began on it and ended late. On that frame, and
 on the frame zeros come back after sound that ended steady and quiet (ROOM_BEFORE_ZEROS_S: a
 gate closing), `came_back` holds what was heard since the zeros (`RoomHeard`), so that the
@@ -52,6 +53,13 @@ ROOM_BACK_UNEVEN_S = 1.0
 # Zeros again after a sound that ended this long steady and quiet (a gate closing after its hang
 # time): that end was the room's, though too short to learn its floor from
 ROOM_BEFORE_ZEROS_S = 0.1
+# ... or sooner, once this long a steady, quiet sound comes down to the quietest moment of the
+# sound before it since the zeros (of at least ROOM_QUICK_AFTER_S; within ROOM_QUICK_DB): as quiet
+# as the quietest gap between the words, it is the room, heard again (a request spoken into a
+# gated microphone was otherwise heard to end 0.3 s after the room came back)
+ROOM_QUICK_S = 0.1
+ROOM_QUICK_AFTER_S = 0.5
+ROOM_QUICK_DB = 6.0
 
 
 class RoomHeard(NamedTuple):
@@ -138,6 +146,9 @@ class RoomNoise:
         self._keep = False
         self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_UNEVEN_S / frame_s)))  # levels
         self._steady_frames = max(1, round(ROOM_BACK_S / frame_s))
+        self._quick_frames = max(1, round(ROOM_QUICK_S / frame_s))
+        self._heard_frames = 0  # frames of sound since the zeros
+        self._quietest_before: float | None = None  # their quietest, but for the last _quick_frames
         self._frame_s = frame_s
         # on the frame the room came back after zeros, or zeros came back after the room: what was
         # heard since the zeros before (`RoomHeard`); else None
@@ -162,13 +173,19 @@ class RoomNoise:
             if self._since_zeros and self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
                 self.came_back = self._room_before_zeros()
             self._since_zeros.clear()
+            self._heard_frames, self._quietest_before = 0, None
         elif self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
             self._since_zeros.append(level)
+            self._heard_frames += 1
+            if len(self._since_zeros) > self._quick_frames:
+                left = self._since_zeros[-self._quick_frames - 1]  # the frame that just left the last few
+                self._quietest_before = left if self._quietest_before is None else min(self._quietest_before, left)
             room = self._room_is_back()
             if room is not None:
                 self.floor_db = room
                 self.came_back = RoomHeard(tuple(self._since_zeros), room, 0.0)
                 self._since_zeros.clear()
+                self._heard_frames, self._quietest_before = 0, None
                 return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
             self.floor_db = level
@@ -178,12 +195,16 @@ class RoomNoise:
 
     def _room_is_back(self) -> float | None:
         """The room's floor, if the sound since the last zeros has been a room's: ROOM_BACK_S of
-        it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, or ROOM_BACK_UNEVEN_S of it under
-        ROOM_MAX_DB; else None."""
+        it steady within ROOM_SPREAD_DB and under ROOM_MAX_DB, ROOM_QUICK_S of it so that comes down
+        to its quietest moment before, or ROOM_BACK_UNEVEN_S of it under ROOM_MAX_DB; else None."""
         levels = list(self._since_zeros)
         recent = levels[-self._steady_frames:]
         if len(recent) == self._steady_frames and _steady_and_quiet(recent):
             return min(recent)
+        quick = levels[-self._quick_frames:]
+        if (self._heard_frames * self._frame_s >= ROOM_QUICK_AFTER_S - 1e-9 and self._quietest_before is not None
+                and _steady_and_quiet(quick) and min(quick) <= self._quietest_before + ROOM_QUICK_DB):
+            return min(quick)
         if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
             return min(levels)
         return None

@@ -156,12 +156,12 @@ def test_a_request_into_a_gated_microphone_ends_where_it_ends_with_the_room_hear
     voice opens it: the request comes with no room before it, so its floor is unknown when it ends,
     the VAD (started afresh) calls the room after it speech, and the voice seemed to go on until
     the room had been heard long enough to know it (0.2-0.4 s late on the read sample). Then its
-    frames are found to be the room's: the pause is reported then (ROOM_BACK_S after the voice,
-    with the right last voiced frame), and the request ends where it ends with the room heard
-    first. So it does when the gate closes again 0.2 s after the voice, too soon to learn the
+    frames are found to be the room's: the pause is reported then, with the right last voiced
+    frame, as soon as the room's level has come back to its quietest between the words (ROOM_QUICK_S;
+    ROOM_BACK_S at most), and the request ends where it ends with the room heard first. So it does when the gate closes again 0.2 s after the voice, too soon to learn the
     floor from. A gate the room opens just before the request (0.4 s of room after the zeros)
     still gives the request one turn."""
-    from foresay.audio.room_noise import ROOM_BACK_S
+    from foresay.audio.room_noise import ROOM_BACK_S, ROOM_QUICK_S
     from foresay.engine.events import TurnEnded, VoicePaused
 
     clip = speech_clip(tmp_path, "Please set a timer for twenty minutes.", before_s=1.5, after_s=2.0, noise_db=-60.0)
@@ -188,3 +188,6 @@ def test_a_request_into_a_gated_microphone_ends_where_it_ends_with_the_room_hear
         if hang_s is None:
             assert got[0][0] == pytest.approx(reference[0][0], abs=one_vad_frame)  # the end itself
             assert pause[0] <= reference_pause[1] + ROOM_BACK_S + one_vad_frame
+            # the room's level came back to its quietest between the words: reported as soon as
+            # with the room heard first, give or take the quick rule's frames
+            assert pause[0] <= reference_pause[0] + ROOM_QUICK_S + one_vad_frame
