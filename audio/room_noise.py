@@ -19,13 +19,13 @@ around them) pulls it down to -120 dB, where every sound passes the check, as in
 digital silence it should; the first sound after zeros may be speech. Once 0.3 s of sound after
 the zeros has stayed under -50 dBFS and within 6 dB, or 0.1 s of it so once it has come down to
 the quietest moment heard since the zeros (a gap between words: the room again), or 1 s of it
-under -50 dBFS however uneven, the room is back, and the floor goes to it at once: rising at 3 dB/s it took 15-20 s, and
-meanwhile the room passed the check, so turns began on it and ended late. On that frame, and
-on the frame zeros come back after sound that ended steady and quiet (ROOM_BEFORE_ZEROS_S: a
-gate closing), `came_back` holds what was heard since the zeros (`RoomHeard`), so that the
-endpointer can tell which of those frames were the room's after all (`room_frames`). (The VAD does not hear
-zeros, `vad.Vad.is_speech`: fed them, it called the room speech too, and such a turn went on as
-long as the room did.) Zeros teach the hiss median nothing, and a frame of them is read as
+under -50 dBFS however uneven, the room is back, and the floor goes to it at once: rising at
+3 dB/s it took 15-20 s, and meanwhile the room passed the check, so turns began on it and ended
+late. On that frame, and on the frame zeros come back after sound that ended steady and quiet
+(ROOM_BEFORE_ZEROS_S: a gate closing), `came_back` holds what was heard since the zeros
+(`RoomHeard`), so that the endpointer can tell which of those frames were the room's after all
+(`room_frames`). (The VAD does not hear zeros, `vad.Vad.is_speech`: fed them, it called the room
+speech too, and such a turn went on as long as the room did.) Zeros teach the hiss median nothing, and a frame of them is read as
 silence, not as the filter's ringing after the last sound. While the app's mute feeds zeros
 (`keep(True)`), floor and hiss median keep what they learned.
 """
