@@ -60,6 +60,7 @@ ROOM_BEFORE_ZEROS_S = 0.1
 ROOM_QUICK_S = 0.1
 ROOM_QUICK_AFTER_S = 0.5
 ROOM_QUICK_DB = 6.0
+ROOM_QUICK_RANK = 3  # "the quietest moment": the third quietest frame (one glitch is no moment)
 
 
 class RoomHeard(NamedTuple):
@@ -148,7 +149,7 @@ class RoomNoise:
         self._steady_frames = max(1, round(ROOM_BACK_S / frame_s))
         self._quick_frames = max(1, round(ROOM_QUICK_S / frame_s))
         self._heard_frames = 0  # frames of sound since the zeros
-        self._quietest_before: float | None = None  # their quietest, but for the last _quick_frames
+        self._quietest_before: list[float] = []  # their ROOM_QUICK_RANK quietest, but for the last _quick_frames
         self._frame_s = frame_s
         # on the frame the room came back after zeros, or zeros came back after the room: what was
         # heard since the zeros before (`RoomHeard`); else None
@@ -173,19 +174,19 @@ class RoomNoise:
             if self._since_zeros and self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
                 self.came_back = self._room_before_zeros()
             self._since_zeros.clear()
-            self._heard_frames, self._quietest_before = 0, None
+            self._heard_frames, self._quietest_before = 0, []
         elif self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
             self._since_zeros.append(level)
             self._heard_frames += 1
             if len(self._since_zeros) > self._quick_frames:
                 left = self._since_zeros[-self._quick_frames - 1]  # the frame that just left the last few
-                self._quietest_before = left if self._quietest_before is None else min(self._quietest_before, left)
+                self._quietest_before = sorted([*self._quietest_before, left])[:ROOM_QUICK_RANK]
             room = self._room_is_back()
             if room is not None:
                 self.floor_db = room
                 self.came_back = RoomHeard(tuple(self._since_zeros), room, 0.0)
                 self._since_zeros.clear()
-                self._heard_frames, self._quietest_before = 0, None
+                self._heard_frames, self._quietest_before = 0, []
                 return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
             self.floor_db = level
@@ -202,9 +203,10 @@ class RoomNoise:
         if len(recent) == self._steady_frames and _steady_and_quiet(recent):
             return min(recent)
         quick = levels[-self._quick_frames:]
-        if (self._heard_frames * self._frame_s >= ROOM_QUICK_AFTER_S - 1e-9 and self._quietest_before is not None
-                and _steady_and_quiet(quick) and min(quick) <= self._quietest_before + ROOM_QUICK_DB):
-            return min(quick)
+        if (self._heard_frames * self._frame_s >= ROOM_QUICK_AFTER_S - 1e-9
+                and len(self._quietest_before) == ROOM_QUICK_RANK and _steady_and_quiet(quick)
+                and min(quick) <= self._quietest_before[-1] + ROOM_QUICK_DB):
+            return min(min(quick), self._quietest_before[-1])
         if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
             return min(levels)
         return None
