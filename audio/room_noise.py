@@ -61,6 +61,9 @@ ROOM_QUICK_S = 0.1
 ROOM_QUICK_AFTER_S = 0.5
 ROOM_QUICK_DB = 6.0
 ROOM_QUICK_RANK = 3  # "the quietest moment": the third quietest frame (one glitch is no moment)
+# ... and only a microphone's room: a synthesized voice in digital silence leaves near-silence of
+# -95 to -99 dBFS between its words, where a quick rule reported a comma's pause as the room's
+ROOM_QUICK_MIN_DB = -90.0
 
 
 class RoomHeard(NamedTuple):
@@ -205,7 +208,7 @@ class RoomNoise:
         quick = levels[-self._quick_frames:]
         if (self._heard_frames * self._frame_s >= ROOM_QUICK_AFTER_S - 1e-9
                 and len(self._quietest_before) == ROOM_QUICK_RANK and _steady_and_quiet(quick)
-                and min(quick) <= self._quietest_before[-1] + ROOM_QUICK_DB):
+                and min(quick) >= ROOM_QUICK_MIN_DB and min(quick) <= self._quietest_before[-1] + ROOM_QUICK_DB):
             return min(min(quick), self._quietest_before[-1])
         if len(levels) == self._since_zeros.maxlen and max(levels) <= ROOM_MAX_DB:
             return min(levels)

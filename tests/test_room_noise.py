@@ -191,3 +191,33 @@ def test_a_request_into_a_gated_microphone_ends_where_it_ends_with_the_room_hear
             # the room's level came back to its quietest between the words: reported as soon as
             # with the room heard first, give or take the quick rule's frames
             assert pause[0] <= reference_pause[0] + ROOM_QUICK_S + one_vad_frame
+
+
+def test_after_zeros_a_quiet_stretch_as_quiet_as_the_gaps_between_words_is_the_room_at_once():
+    """After zeros, 0.1 s of steady quiet sound that comes down to the quietest moments between the
+    words before it is the room (a gated microphone's), not 0.3 s later; a synthesized voice's
+    near-silence in digital silence (-97 dBFS) is no microphone's room, and waits for the
+    ordinary rule."""
+    from foresay.audio.room_noise import ROOM_BACK_S, ROOM_QUICK_S, RoomNoise
+
+    frame_s = 0.03
+    n = round(frame_s * SAMPLE_RATE)
+    rng = np.random.default_rng(3)
+
+    def noise(db: float, seconds: float) -> np.ndarray:
+        x = rng.standard_normal(round(seconds * SAMPLE_RATE))
+        return (x / np.sqrt(np.mean(x ** 2)) * 10 ** (db / 20)).astype(np.float32)
+
+    def room_back_after(gap_db: float) -> float | None:
+        """Seconds of the final quiet stretch before the room was back (None: not in 0.6 s)."""
+        words = [noise(-20.0, 0.25) if i % 2 == 0 else noise(gap_db, 0.09) for i in range(9)]
+        x = np.concatenate([np.zeros(SAMPLE_RATE, np.float32), *words, noise(gap_db, 0.6)])
+        room, quiet_from = RoomNoise(frame_s), SAMPLE_RATE + sum(len(w) for w in words)
+        for i in range(0, len(x) - n + 1, n):
+            room.margin(x[i:i + n])
+            if room.came_back is not None and i >= quiet_from:
+                return (i + n - quiet_from) / SAMPLE_RATE
+        return None
+
+    assert room_back_after(-65.0) <= ROOM_QUICK_S + 2 * frame_s  # a gated microphone's room
+    assert room_back_after(-97.0) >= ROOM_BACK_S - frame_s  # a voice's near-silence
