@@ -157,3 +157,22 @@ def test_warmup_attends_in_one_call_where_split_attention_fails_its_probe(load_f
     assert "not split" in caplog.text
     cache = engine.kv_cache()
     cache.append(_ids(lm, 20))  # the passes run the plain attention
+
+
+def test_the_split_setting_turns_it_on_off_or_leaves_it_to_the_device(fixture_dir):
+    from foresay.engine.errors import ForesayError
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.llm.config import LLMConfig
+
+    def engine(**kw):
+        return load_llm(LLMConfig(model="tiny-random", device="cpu", max_context=128, **kw)).static_engine()
+
+    assert engine(cache="static").split is False  # auto: CUDA only
+    assert engine(cache="static", split="on").split is True
+    assert engine(cache="static", split="off").split is False
+    with pytest.raises(ForesayError, match="split = 'on' needs the static cache in exact mode"):
+        load_llm(LLMConfig(model="tiny-random", device="cpu", cache="static", exact=False, split="on"))
+    with pytest.raises(ForesayError, match="split = 'on' needs the static cache"):
+        load_llm(LLMConfig(model="tiny-random", device="cpu", cache="dynamic", split="on"))
+    with pytest.raises(ForesayError, match="split 'sometimes' is not one of auto, on, off"):
+        LLMConfig(model="tiny-random", split="sometimes")

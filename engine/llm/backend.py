@@ -66,7 +66,10 @@ def load_llm(config: LLMConfig) -> ChatLM | ServerLM:
     if turns is None and Path(source).is_dir():
         turns = declared_history_turns(source)
     cache = choose_cache(config.cache, device, model.config)
-    lm = ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns, cache, config.exact)
+    if config.split == "on" and not (cache == "static" and config.exact):
+        raise ForesayError("LLM config: split = 'on' needs the static cache in exact mode (cache = 'static', "
+                           f"exact = true); this model runs the {cache} cache{'' if config.exact else ', not exact'}")
+    lm = ChatLM(model, tokenizer, device, dtype, max_context, config.model, turns, cache, config.exact, config.split)
     if config.fuse == "on" or (config.fuse == "auto" and device.type == "cuda"):
         if cache == "static":
             lm.fuse()

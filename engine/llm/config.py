@@ -49,6 +49,9 @@ class LLMConfig:
     fuse: static cache only: the decoder's norms, MLPs and rotary embeddings compiled into fused
         kernels before the capture (`engine.llm.fusion`): "auto" (on CUDA), "on" or "off". A
         warm-up that fails to compile them warns and runs the plain model.
+    split: static cache, exact mode only: attention split along the keys into fixed chunks and
+        merged (`engine.llm.split_attention`): "auto" (on CUDA), "on" (also on a CPU) or "off". A
+        device whose kernels fail the warm-up's check attends in one call, with a warning.
     """
     model: str = FLAGSHIP_MODEL
     device: str = "auto"
@@ -61,6 +64,7 @@ class LLMConfig:
     cache: str = "auto"
     exact: bool = True
     fuse: str = "auto"
+    split: str = "auto"
     backend: str = "transformers"
     gguf_file: str | None = None
     chat_template: str | None = None
@@ -86,6 +90,8 @@ class LLMConfig:
             raise ForesayError(f"LLM config: cache {self.cache!r} is not one of auto, static, dynamic")
         if self.fuse not in ("auto", "on", "off"):
             raise ForesayError(f"LLM config: fuse {self.fuse!r} is not one of auto, on, off")
+        if self.split not in ("auto", "on", "off"):
+            raise ForesayError(f"LLM config: split {self.split!r} is not one of auto, on, off")
         if self.backend not in BACKENDS:
             raise ForesayError(f"LLM config: backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if self.backend == "openai" and not (self.base_url or "").startswith(("http://", "https://")):

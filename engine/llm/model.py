@@ -48,7 +48,8 @@ class ChatLM(ChatText):
     max_history_turns: earlier turns the model handles in its context (None: as many as fit)."""
 
     def __init__(self, model, tokenizer, device: torch.device, dtype: torch.dtype, max_context: int,
-                 name: str, max_history_turns: int | None = None, cache: str = "dynamic", exact: bool = True):
+                 name: str, max_history_turns: int | None = None, cache: str = "dynamic", exact: bool = True,
+                 split: str = "auto"):
         self.model = model
         self.device = device
         self.dtype = dtype
@@ -58,6 +59,7 @@ class ChatLM(ChatText):
         self._sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         self.cache_kind = cache  # "static" | "dynamic": what kv_cache() makes
         self.exact = exact
+        self.split = split  # "auto" | "on" | "off": the static engine's split attention (llm.split)
         self.warmup_seconds: float | None = None
         self.fusion = None  # what `fuse` compiled (engine.llm.fusion.Fusion), None: the plain model
         self._static = None
@@ -73,7 +75,7 @@ class ChatLM(ChatText):
 
     def static_engine(self) -> StaticEngine:
         if self._static is None:
-            self._static = StaticEngine(self, self.exact)
+            self._static = StaticEngine(self, self.exact, self.split)
         return self._static
 
     def drop_static_engine(self) -> None:

@@ -247,7 +247,7 @@ class StaticKVCache(PrefixReuse):
 class StaticEngine:
     """One LM's static-cache settings and pre-captured spare cache."""
 
-    def __init__(self, lm, exact: bool = True):
+    def __init__(self, lm, exact: bool = True, split: str = "auto"):
         reason = static_unsupported(lm.model.config)
         if reason:
             raise ForesayError(f"the static KV cache cannot run {lm.name}: {reason}")
@@ -263,8 +263,8 @@ class StaticEngine:
             self.sizes: tuple[int, ...] | None = (exact_tokens(self.device),)
         else:
             self.sizes = FAST_BUCKETS if self.graphs else None
-        # split attention along the keys (exact mode, on CUDA); the warm-up may undo it
-        self.split = exact and self.device.type in SPLIT_DEVICES
+        # split attention along the keys (exact mode; "auto": on CUDA); the warm-up may undo it
+        self.split = exact and (self.device.type in SPLIT_DEVICES if split == "auto" else split == "on")
         self.split_kernel = KERNELS.get(self.device.type, ("cpu",))[-1]  # the warm-up's probe picks
         self.exact_verified: bool | None = None  # set by warmup() in exact mode
         self._spare: StaticKVCache | None = None
