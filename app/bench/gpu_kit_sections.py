@@ -124,7 +124,7 @@ def profile(kit: Kit) -> dict:
     lm.warmup()
     engine = lm.static_engine()
     figures = {"llm": kit.llm(), "cache": lm.cache_kind, "exact": lm.exact, "key_spans": list(engine.spans),
-               "split_kernel": engine.split_kernel if engine.split else None, "by_context": {}}
+               "split_kernel": engine.attention_kernel, "by_context": {}}
     for context in (32, 64) if kit.small else (512, 4096):
         graphed = measure_pass_timing(lm, context=context, repeats=3 if kit.small else 10)
         figures["by_context"][str(context)] = {"graphed_step_ms": round(graphed["decode_step_ms"], 3),

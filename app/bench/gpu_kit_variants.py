@@ -69,13 +69,13 @@ def split(kit: Kit) -> dict:
     contexts, repeats = ((32,), 1) if kit.small else ((512, 4096), 10)
     figures = {"llm": kit.llm(), "max_context": lm.max_context, "fused": lm.fusion is not None}
     logits = {}
-    for name, on in (("split", True), ("whole", False)):
+    for name, setting in (("split", "on"), ("whole", "off")):
+        lm.split = setting  # llm.split, read by the next static engine
         lm.drop_static_engine()
-        lm.static_engine().split = on
         figures[name], logits[name] = _variant_figures(lm, ids, contexts, repeats)
         engine = lm.static_engine()
         figures[name]["split_kept"] = engine.split
-        figures[name]["split_kernel"] = engine.split_kernel if engine.split else None
+        figures[name]["split_kernel"] = engine.attention_kernel
     figures["agreement"] = {"prefix": prefix, **_agreement(logits["whole"], logits["split"])}
     figures["split_step_ratio"] = {context: round(figures["split"]["by_context"][context]["decode_step_ms"]
                                                   / figures["whole"]["by_context"][context]["decode_step_ms"], 3)

@@ -32,6 +32,11 @@ AGREEMENT_ATOL = 3e-2  # bfloat16 rounding of unit-scale outputs, far below a wr
 KERNELS = {"cuda": ("cudnn", "efficient"), "cpu": ("cpu",)}  # per device, in the order tried
 
 
+def kernels_for(device_type: str) -> tuple[str, ...]:
+    """The chunk kernels of a device type, in the order tried (a device without its own: the CPU's)."""
+    return KERNELS.get(device_type, KERNELS["cpu"])
+
+
 def chunk_outputs(query, key, value, bias, scale, kernel):
     """Attention of `query` [kvh, chunks, rows, dim] over each chunk of `key`/`value` [kvh,
     chunks, CHUNK, dim] with the additive `bias` [kvh, chunks, rows, CHUNK], by `kernel` (one of
@@ -88,7 +93,7 @@ def split_attention(query, key, value, mask, scale=None, merge=merge_chunks, ker
     queries = query[0].unsqueeze(1).expand(kv_heads, chunks, rows, dim)
     keys, values = key[0].unflatten(1, (chunks, chunk)), value[0].unflatten(1, (chunks, chunk))
     bias = mask[0, 0].unflatten(1, (chunks, chunk)).transpose(0, 1)  # [chunks, rows, chunk]
-    kernel = kernel or KERNELS.get(query.device.type, ("cpu",))[-1]
+    kernel = kernel or kernels_for(query.device.type)[-1]
     out, lse = chunk_outputs(queries, keys, values, bias[None].expand(kv_heads, -1, -1, -1), scale, kernel)
     visible = bias[:, :, 0] == 0  # a row sees a prefix of the keys: any of a chunk's iff its first
     return merge(out, lse, visible)[None]

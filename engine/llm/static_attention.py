@@ -24,24 +24,20 @@ def attention_name(split_kernel: str | None) -> str:
     return f"{_NAME}_split_{split_kernel}" if split_kernel else _NAME
 
 
-def static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA over the pass's key span with its mask; grouped query heads fold into the query length
-    (no copy of the keys and values per query head)."""
+def static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, *,
+                     kernel: str | None = None, **kwargs):
+    """Attention over the pass's key span with its mask; grouped query heads fold into the query
+    length (no copy of the keys and values per query head). One SDPA call, or (`kernel` given)
+    split along the keys with the chunks run by `kernel`, the merge compiled into one or two
+    kernels on CUDA."""
     batch, heads, rows, dim = query.shape
     kv_heads = key.shape[1]
     folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
-    out = F.scaled_dot_product_attention(folded, key, value, attn_mask=attention_mask, scale=scaling)
-    return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
-
-
-def split_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, *,
-                           kernel: str, **kwargs):
-    """`static_attention` split along the keys with the chunks run by `kernel`, the merge compiled
-    into one or two kernels on CUDA."""
-    batch, heads, rows, dim = query.shape
-    kv_heads = key.shape[1]
-    folded = query.reshape(batch, kv_heads, heads // kv_heads * rows, dim)
-    out = split_attention(folded, key, value, attention_mask, scaling, merge=merge_for(query.device), kernel=kernel)
+    if kernel is None:
+        out = F.scaled_dot_product_attention(folded, key, value, attn_mask=attention_mask, scale=scaling)
+    else:
+        out = split_attention(folded, key, value, attention_mask, scaling, merge=merge_for(query.device),
+                              kernel=kernel)
     return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
 
 
@@ -73,7 +69,7 @@ def register_attention() -> None:
     from transformers import AttentionInterface
     AttentionInterface.register(attention_name(None), static_attention)
     for kernel in {k for kernels in KERNELS.values() for k in kernels}:
-        AttentionInterface.register(attention_name(kernel), partial(split_static_attention, kernel=kernel))
+        AttentionInterface.register(attention_name(kernel), partial(static_attention, kernel=kernel))
 
 
 @contextmanager

@@ -35,9 +35,9 @@ import torch
 from foresay.engine.llm.cuda_graphs import graph_pool, make_pass, static_passes_supported
 from foresay.engine.errors import ForesayError, PromptTooLong
 from foresay.engine.llm.cache import PrefixReuse
-from foresay.engine.llm.split_attention import CHUNK, KERNELS, split_agrees
+from foresay.engine.llm.split_attention import CHUNK, kernels_for, split_agrees
 from foresay.engine.llm.static_attention import (attention_name, attention_of, merge_for, position_mask,
-                                                 register_attention, split_static_attention, static_attention)
+                                                 register_attention, static_attention)
 
 log = logging.getLogger(__name__)
 
@@ -265,20 +265,23 @@ class StaticEngine:
             self.sizes = FAST_BUCKETS if self.graphs else None
         # split attention along the keys (exact mode; "auto": on CUDA); the warm-up may undo it
         self.split = exact and (self.device.type in SPLIT_DEVICES if split == "auto" else split == "on")
-        self.split_kernel = KERNELS.get(self.device.type, ("cpu",))[-1]  # the warm-up's probe picks
+        self.split_kernel = kernels_for(self.device.type)[-1]  # the warm-up's probe picks
         self.exact_verified: bool | None = None  # set by warmup() in exact mode
         self._spare: StaticKVCache | None = None
 
     @property
+    def attention_kernel(self) -> str | None:
+        """The kernel that runs split attention's chunks; None: attention is one call."""
+        return self.split_kernel if self.split else None
+
+    @property
     def attention_name(self) -> str:
-        return attention_name(self.split_kernel if self.split else None)
+        return attention_name(self.attention_kernel)
 
     def attention(self, query, key, value, mask):
         """The attention every pass of this engine runs, on the heads-first query: [1, heads,
         rows, dim] -> [1, rows, heads, dim]."""
-        if self.split:
-            return split_static_attention(None, query, key, value, mask, kernel=self.split_kernel)[0]
-        return static_attention(None, query, key, value, mask)[0]
+        return static_attention(None, query, key, value, mask, kernel=self.attention_kernel)[0]
 
     def kv_cache(self) -> StaticKVCache:
         """A cache of its own buffers (and graphs); the one warmed up before 'ready' comes first."""
@@ -311,6 +314,20 @@ class StaticEngine:
         self._spare = cache
         return cache
 
+    def _probe_inputs(self, seed: int):
+        """What the attention probes draw from: the model's key heads, query heads per key head and
+        head size, the rows of a pass, and a maker of random tensors (the model's dtype and device,
+        from a generator seeded with `seed`)."""
+        config = self.model.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+
+        def random(*shape):
+            return torch.randn(shape, generator=generator, device=self.device).to(self.model.dtype)
+
+        return kv_heads, groups, head_dim, max(self.sizes or (EAGER_CHUNK,)), random
+
     @torch.inference_mode()
     def probe_spans(self) -> bool:
         """A pass's attention over its key span and over every longer span (keys past its last
@@ -318,15 +335,7 @@ class StaticEngine:
         changes no logit, since attention is the only computation that sees it. Random queries,
         keys and values of the model's shapes, dtype and device; a kernel that blocks or reduces
         the keys differently at another length fails this."""
-        config = self.model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
-        rows = max(self.sizes or (EAGER_CHUNK,))
-        generator = torch.Generator(device=self.device).manual_seed(0)
-
-        def random(*shape):
-            return torch.randn(shape, generator=generator, device=self.device).to(self.model.dtype)
-
+        kv_heads, groups, head_dim, rows, random = self._probe_inputs(seed=0)
         keys, values = random(1, kv_heads, self.buffer_length, head_dim), random(1, kv_heads, self.buffer_length, head_dim)
         query = random(1, kv_heads * groups, rows, head_dim)
         index = torch.arange(self.buffer_length, device=self.device)
@@ -347,20 +356,13 @@ class StaticEngine:
         queries, keys and values of the model's shapes over the shortest span, rows spread over it
         (some see one chunk, some all), with the first of the device's kernels that does
         (`split_kernel`); False (with the reasons logged) where none does."""
-        config = self.model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
-        rows, span = max(self.sizes or (EAGER_CHUNK,)), self.spans[0]
-        generator = torch.Generator(device=self.device).manual_seed(1)
-
-        def random(*shape):
-            return torch.randn(shape, generator=generator, device=self.device).to(self.model.dtype)
-
+        kv_heads, groups, head_dim, rows, random = self._probe_inputs(seed=1)
+        span = self.spans[0]
         query = random(1, kv_heads, groups * rows, head_dim)
         keys, values = random(1, kv_heads, span, head_dim), random(1, kv_heads, span, head_dim)
         pos = torch.linspace(0, span - 1, rows, device=self.device).long()
         mask = position_mask(torch.arange(span, device=self.device), pos, self.model.dtype, groups)
-        for kernel in KERNELS.get(self.device.type, ("cpu",)):
+        for kernel in kernels_for(self.device.type):
             try:
                 if split_agrees(query, keys, values, mask, merge=merge_for(self.device), kernel=kernel):
                     self.split_kernel = kernel
