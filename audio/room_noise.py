@@ -25,9 +25,10 @@ late. On that frame, and on the frame zeros come back after sound that ended ste
 (ROOM_BEFORE_ZEROS_S: a gate closing), `came_back` holds what was heard since the zeros
 (`RoomHeard`), so that the endpointer can tell which of those frames were the room's after all
 (`room_frames`). (The VAD does not hear zeros, `vad.Vad.is_speech`: fed them, it called the room
-speech too, and such a turn went on as long as the room did.) Zeros teach the hiss median nothing, and a frame of them is read as
-silence, not as the filter's ringing after the last sound. While the app's mute feeds zeros
-(`keep(True)`), floor and hiss median keep what they learned.
+speech too, and such a turn went on as long as the room did.) Zeros teach the hiss median
+nothing, and a frame of them is read as silence, not as the filter's ringing after the last
+sound. While the app's mute feeds zeros (`keep(True)`), floor and hiss median keep what they
+learned.
 """
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ class RoomNoise:
         self._since_zeros: deque[float] = deque(maxlen=max(1, round(ROOM_BACK_UNEVEN_S / frame_s)))  # levels
         self._steady_frames = max(1, round(ROOM_BACK_S / frame_s))
         self._quick_frames = max(1, round(ROOM_QUICK_S / frame_s))
-        self._heard_frames = 0  # frames of sound since the zeros
+        self._quick_after = math.ceil(ROOM_QUICK_AFTER_S / frame_s - 1e-9)  # frames, fewer than _since_zeros holds
         self._quietest_before: list[float] = []  # their ROOM_QUICK_RANK quietest, but for the last _quick_frames
         self._frame_s = frame_s
         # on the frame the room came back after zeros, or zeros came back after the room: what was
@@ -177,10 +178,9 @@ class RoomNoise:
             if self._since_zeros and self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
                 self.came_back = self._room_before_zeros()
             self._since_zeros.clear()
-            self._heard_frames, self._quietest_before = 0, []
+            self._quietest_before = []
         elif self.floor_db is not None and self.floor_db < DIGITAL_SILENCE_DB:
             self._since_zeros.append(level)
-            self._heard_frames += 1
             if len(self._since_zeros) > self._quick_frames:
                 left = self._since_zeros[-self._quick_frames - 1]  # the frame that just left the last few
                 self._quietest_before = sorted([*self._quietest_before, left])[:ROOM_QUICK_RANK]
@@ -189,7 +189,7 @@ class RoomNoise:
                 self.floor_db = room
                 self.came_back = RoomHeard(tuple(self._since_zeros), room, 0.0)
                 self._since_zeros.clear()
-                self._heard_frames, self._quietest_before = 0, []
+                self._quietest_before = []
                 return level - self.floor_db
         if self.floor_db is None or level < self.floor_db:
             self.floor_db = level
@@ -206,7 +206,7 @@ class RoomNoise:
         if len(recent) == self._steady_frames and _steady_and_quiet(recent):
             return min(recent)
         quick = levels[-self._quick_frames:]
-        if (self._heard_frames * self._frame_s >= ROOM_QUICK_AFTER_S - 1e-9
+        if (len(levels) >= self._quick_after
                 and len(self._quietest_before) == ROOM_QUICK_RANK and _steady_and_quiet(quick)
                 and min(quick) >= ROOM_QUICK_MIN_DB and min(quick) <= self._quietest_before[-1] + ROOM_QUICK_DB):
             return min(min(quick), self._quietest_before[-1])
