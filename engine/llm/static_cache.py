@@ -102,6 +102,11 @@ def pass_plan(n: int, sizes: tuple[int, ...] | None) -> list[tuple[int, int]]:
     return plan
 
 
+def head_size(config) -> int:
+    """The size of one attention head (a config's `head_dim`, else the hidden size per head)."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
 def key_spans(length: int, shortest: int = SPAN_MIN) -> tuple[int, ...]:
     """Key spans of a buffer of `length` positions: doubling from `shortest`, then the whole
     buffer (a doubling within a quarter of it is dropped: its graph would buy little)."""
@@ -117,8 +122,7 @@ class _Buffers:
     model's attention layers see as their cache."""
 
     def __init__(self, config, length: int, device: torch.device, dtype: torch.dtype):
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        shape = (1, config.num_key_value_heads, length, head_dim)
+        shape = (1, config.num_key_value_heads, length, head_size(config))
         # zeros, not empty: a masked key still enters the score, and garbage could be NaN
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
@@ -319,7 +323,7 @@ class StaticEngine:
         head size, the rows of a pass, and a maker of random tensors (the model's dtype and device,
         from a generator seeded with `seed`)."""
         config = self.model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        head_dim = head_size(config)
         kv_heads, groups = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads
         generator = torch.Generator(device=self.device).manual_seed(seed)
 
