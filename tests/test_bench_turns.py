@@ -204,3 +204,23 @@ def test_the_whole_request_reference_decodes_each_request_alone_with_each_tail(t
     by_tail = turns.whole_request_wer(load_settings(None, "demo", []), [rec], tails_s=(0.1, 0.2, 0.3))
     assert [round(c, 3) for c in cuts] == [1.4, 1.5, 1.6]
     assert by_tail == {0.1: 0.5, 0.2: 0.0, 0.3: 0.0}
+
+
+def test_the_decision_alone_decodes_a_pause_as_far_as_the_live_pause_decode_hears():
+    """The live pause decode begins `pause_decode_after_ms` into the silence, at the end of the
+    audio block then arriving; Whisper's P(sentence end) moves with the silence it hears, so the
+    decision-only driver decodes that much audio, not all there is when the pause is confirmed."""
+    from foresay.app.bench.turn_decision import PausedTurnDriver
+    from foresay.app.config import load_settings
+    from foresay.engine.events import VoicePaused
+
+    def until(overrides, t0=0.0):
+        driver = PausedTurnDriver.__new__(PausedTurnDriver)
+        driver.settings = load_settings(None, "demo", overrides)
+        return driver._pause_decode_until(VoicePaused(1, 1.13, last_voiced_t=1.005), t0)
+
+    assert until(["streaming.pause_decode_after_ms=50", "audio.endpointer.pause_ms=100"]) == pytest.approx(1.06)
+    assert until(["streaming.pause_decode_after_ms=50", "audio.endpointer.pause_ms=100"], t0=0.01) == pytest.approx(1.07)
+    # begun at the confirmed pause (no head start): all the audio so far
+    assert until(["streaming.pause_decode_after_ms=0"]) is None
+    assert until(["streaming.pause_decode_after_ms=150", "audio.endpointer.pause_ms=100"]) is None

@@ -3,8 +3,10 @@
 Each recording goes through the endpointer with the configured policy, and at every voice pause
 the work the pipeline is to do in the silence is done here, in the same order:
 
-    VoicePaused   -> append all turn audio so far, `preview_final()` (the transcript through the
-                     last word), one PredGen verification of it -> P(end of turn), handed to the
+    VoicePaused   -> append the turn's audio as far as the live pause decode hears it (through
+                     the first block `pause_decode_after_ms` past the last voiced frame, as it
+                     begins before the pause is confirmed), `preview_final()` (the transcript
+                     through the last word), one PredGen verification of it -> P(end of turn), handed to the
                      policy with its revision and `audio_until_t` once that work would be done
                      (its measured wall time, or `--estimate-ms`, later in audio time, less the
                      head start the live decode gets: `pause_decode_after_ms`); beside
@@ -28,6 +30,7 @@ final after the end (`asr_final_ms`). Voice-to-voice needs the whole pipeline: n
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -112,11 +115,16 @@ class PausedTurnDriver:
             else:
                 turns.estimate(value, turn_id, revision, heard)
 
-    def _feed(self, ep, force: bool = False) -> None:
+    def _feed(self, ep, force: bool = False, until_t: float | None = None) -> None:
+        """The turn's audio so far (through capture time `until_t`) to its transcriber."""
+        from foresay.audio.blocks import SAMPLE_RATE
+
         state = self._state
         if state is None or (state["held"] and not force):
             return
         audio = ep.turn.audio(trimmed=False)
+        if until_t is not None:
+            audio = audio[:max(0, round((until_t - ep.turn.audio_start_t(trimmed=False)) * SAMPLE_RATE))]
         if len(audio) > state["fed"]:
             state["asr"].append(audio[state["fed"]:])
             state["fed"] = len(audio)
@@ -150,6 +158,20 @@ class PausedTurnDriver:
         if p is not None:
             self._pending.append((t + delay, "estimate", ep.turn.turn_id, state["revision"], p, final.t))
 
+    def _pause_decode_until(self, pause: VoicePaused, t0: float) -> float | None:
+        """The capture time the live pause decode's audio runs to: the end of the first block
+        `pause_decode_after_ms` past the last voiced frame, when it begins before the pause is
+        confirmed (None: all audio so far). Whisper's P(sentence end) moves with the silence it
+        hears after the last word: decoded 50 ms later, the decision's inputs would not be the
+        pipeline's."""
+        from foresay.audio.blocks import SAMPLE_RATE
+
+        if not self._head_start_s():
+            return None
+        block_s = BLOCK / SAMPLE_RATE
+        after = pause.last_voiced_t + self.settings.streaming.pause_decode_after_ms / 1000
+        return min(pause.t, t0 + math.ceil(round((after - t0) / block_s, 6)) * block_s)
+
     def _head_start_s(self) -> float:
         """How long before the confirmed pause the ASR stage begins the pause decode."""
         after = self.settings.streaming.pause_decode_after_ms
@@ -180,7 +202,7 @@ class PausedTurnDriver:
             self._state = {"asr": asr, "predgen": predgen, "fed": 0, "held": False, "revision": 0}
         elif isinstance(event, VoicePaused) and self._state is not None:
             state = self._state
-            self._feed(ep, force=True)
+            self._feed(ep, force=True, until_t=self._pause_decode_until(event, t0))
             state["held"] = True
             started = time.perf_counter()
             final = state["asr"].preview_final()
@@ -204,7 +226,7 @@ class PausedTurnDriver:
             told, delay, recheck = (max(0.0, x - head) for x in (told, delay, recheck))
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
             paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
-            state.update(paused_at=state["fed"], looked=False, text=final.text, answered_t=event.t + told)
+            state.update(paused_at=len(ep.turn.audio(trimmed=False)), looked=False, text=final.text, answered_t=event.t + told)
             self._pending.append((event.t + told, "paused", event.turn_id, revision, paused, final.t))
             if steady is not None:
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
