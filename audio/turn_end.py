@@ -111,8 +111,9 @@ class TurnEndConfig:
     unsteady_s: float = 0.8   # pauses inside requests last 0.3-0.7 s in the turn sets
     open_sentence_s: float = 0.9  # such a pause measures up to 0.81 s from the last voiced frame;
                                   # 0.75 cut 3 more of 40 paused Piper requests (docs/benchmarks.md)
-    sentence_end_p: float = 0.8   # Piper requests paused mid-way: 21-24 of 40 cut at 0.8, 28-29 at
-                                  # 0.7; 0.9 cuts 14-15 but holds whole ones 0.9 s (docs/benchmarks.md)
+    sentence_end_p: float = 0.77  # decoded 50 ms into the silence, as live, whole Piper requests often
+                                  # sit at 0.76-0.84: at 0.8 one in eight waited 0.9 s; 0.77 cuts 1-2
+                                  # more paused ones of 40 (docs/benchmarks.md)
     cue_weight: float = 0.5
     cue_sentence_weight: float = 0.5  # of the cue's log-odds beside Whisper's P(sentence end)
     cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
