@@ -6,8 +6,8 @@ the work the pipeline is to do in the silence is done here, in the same order:
     VoicePaused   -> append the turn's audio as far as the live pause decode hears it (through
                      the first block `pause_decode_after_ms` past the last voiced frame, as it
                      begins before the pause is confirmed), `preview_final()` (the transcript
-                     through the last word), one PredGen verification of it -> P(end of turn), handed to the
-                     policy with its revision and `audio_until_t` once that work would be done
+                     through the last word), one PredGen verification of it -> P(end of turn),
+                     handed to the policy with its revision and `audio_until_t` once that work would be done
                      (its measured wall time, or `--estimate-ms`, later in audio time, less the
                      head start the live decode gets: `pause_decode_after_ms`); beside
                      the verification, `preview_steadiness()` (`PauseRechecked`), handed over
