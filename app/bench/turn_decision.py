@@ -7,9 +7,9 @@ the work the pipeline is to do in the silence is done here, in the same order:
                      the first block `pause_decode_after_ms` past the last voiced frame, as it
                      begins before the pause is confirmed), `preview_final()` (the transcript
                      through the last word), one PredGen verification of it -> P(end of turn),
-                     handed to the policy with its revision and `audio_until_t` once that work would be done
-                     (its measured wall time, or `--estimate-ms`, later in audio time, less the
-                     head start the live decode gets: `pause_decode_after_ms`); beside
+                     handed to the policy with its revision and `audio_until_t` once that work
+                     would be done (its measured wall time, or `--estimate-ms`, later in audio
+                     time, less the head start the live decode gets); beside
                      the verification, `preview_steadiness()` (`PauseRechecked`), handed over
                      after the preview and its own time; audio in the silence is held back;
                      with Smart Turn on ([audio.smart_turn]), its P(end of turn) for the turn's
