@@ -23,17 +23,9 @@ def fusion(kit: Kit) -> dict:
     "aot_eager" backend, which traces without generating code). Per variant the step and a
     verification pass, the warm-up (the compile with it) and exact mode's probes; then how far the
     fused logits are from the plain ones. A fused variant that fails records its error."""
-    from foresay.app.bench.pass_timing import probe_ids
-    from foresay.engine.llm.backend import load_llm
-    from foresay.engine.llm.config import LLMConfig
     from foresay.engine.llm.fusion import fuse_decoder
 
-    size = "small" if kit.small else "gpu"
-    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True, fuse="off",
-                            max_context=FUSION_MAX_CONTEXT[size]))
-    prefix = AGREEMENT_PREFIX[size]
-    ids = probe_ids(lm, prefix + AGREEMENT_POSITIONS)
-    contexts, repeats = ((32,), 1) if kit.small else ((512, 4096), 10)
+    lm, prefix, ids, contexts, repeats = _setup(kit, fuse="off")
     plain, plain_logits = _variant_figures(lm, ids, contexts, repeats)
     figures = {"llm": kit.llm(), "max_context": lm.max_context, "plain": plain}
     try:
@@ -46,9 +38,7 @@ def fusion(kit: Kit) -> dict:
     # a graph per kind of leaf (norm, MLP, rotary) is expected; more: traced again per layer
     figures["fused"] = {"compiled": asdict(compiled), "compiled_graphs": _compiled_graphs(), **fused}
     figures["agreement"] = {"prefix": prefix, **_agreement(plain_logits, fused_logits)}
-    figures["fused_step_ratio"] = {context: round(fused["by_context"][context]["decode_step_ms"]
-                                                  / plain["by_context"][context]["decode_step_ms"], 3)
-                                   for context in plain["by_context"]}
+    figures["fused_step_ratio"] = _step_ratio(fused, plain)
     return figures
 
 
@@ -57,16 +47,7 @@ def split(kit: Kit) -> dict:
     the default in exact mode on CUDA) against one attention call per layer, on the app's model
     (fused on CUDA); per variant the step and a verification pass after each context, the warm-up
     and its probes, then how far the split logits are from the others."""
-    from foresay.app.bench.pass_timing import probe_ids
-    from foresay.engine.llm.backend import load_llm
-    from foresay.engine.llm.config import LLMConfig
-
-    size = "small" if kit.small else "gpu"
-    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True,
-                            max_context=FUSION_MAX_CONTEXT[size]))
-    prefix = AGREEMENT_PREFIX[size]
-    ids = probe_ids(lm, prefix + AGREEMENT_POSITIONS)
-    contexts, repeats = ((32,), 1) if kit.small else ((512, 4096), 10)
+    lm, prefix, ids, contexts, repeats = _setup(kit)
     figures = {"llm": kit.llm(), "max_context": lm.max_context, "fused": lm.fusion is not None}
     logits = {}
     for name, setting in (("split", "on"), ("whole", "off")):
@@ -77,10 +58,31 @@ def split(kit: Kit) -> dict:
         figures[name]["split_kept"] = engine.split
         figures[name]["split_kernel"] = engine.attention_kernel
     figures["agreement"] = {"prefix": prefix, **_agreement(logits["whole"], logits["split"])}
-    figures["split_step_ratio"] = {context: round(figures["split"]["by_context"][context]["decode_step_ms"]
-                                                  / figures["whole"]["by_context"][context]["decode_step_ms"], 3)
-                                   for context in figures["whole"]["by_context"]}
+    figures["split_step_ratio"] = _step_ratio(figures["split"], figures["whole"])
     return figures
+
+
+def _setup(kit: Kit, **llm_options):
+    """The app's model with the static cache in exact mode, sized for the A/B (`llm_options`: more
+    of its LLMConfig), the agreement pass's prefix length and tokens, and the contexts and repeats
+    each variant is timed at."""
+    from foresay.app.bench.pass_timing import probe_ids
+    from foresay.engine.llm.backend import load_llm
+    from foresay.engine.llm.config import LLMConfig
+
+    size = "small" if kit.small else "gpu"
+    lm = load_llm(LLMConfig(model=kit.llm(), device=kit.device, cache="static", exact=True,
+                            max_context=FUSION_MAX_CONTEXT[size], **llm_options))
+    prefix = AGREEMENT_PREFIX[size]
+    contexts, repeats = ((32,), 1) if kit.small else ((512, 4096), 10)
+    return lm, prefix, probe_ids(lm, prefix + AGREEMENT_POSITIONS), contexts, repeats
+
+
+def _step_ratio(variant: dict, baseline: dict) -> dict:
+    """The variant's decode step against the baseline's, per context."""
+    return {context: round(variant["by_context"][context]["decode_step_ms"]
+                           / baseline["by_context"][context]["decode_step_ms"], 3)
+            for context in baseline["by_context"]}
 
 
 def _compiled_graphs() -> int:
