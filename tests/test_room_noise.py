@@ -157,8 +157,9 @@ def test_a_request_into_a_gated_microphone_ends_where_it_ends_with_the_room_hear
     the VAD (started afresh) calls the room after it speech, and the voice seemed to go on until
     the room had been heard long enough to know it (0.2-0.4 s late on the read sample). Then its
     frames are found to be the room's: the pause is reported then, with the right last voiced
-    frame, as soon as the room's level has come back to its quietest between the words (ROOM_QUICK_S;
-    ROOM_BACK_S at most), and the request ends where it ends with the room heard first. So it does when the gate closes again 0.2 s after the voice, too soon to learn the
+    frame, as soon as the room's level has come back to its quietest between the words
+    (ROOM_QUICK_S; ROOM_BACK_S at most), and the request ends where it ends with the room heard
+    first. So it does when the gate closes again 0.2 s after the voice, too soon to learn the
     floor from. A gate the room opens just before the request (0.4 s of room after the zeros)
     still gives the request one turn."""
     from foresay.audio.room_noise import ROOM_BACK_S, ROOM_QUICK_S
