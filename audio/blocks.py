@@ -13,6 +13,11 @@ import numpy as np
 SAMPLE_RATE = 16_000
 """The rate of every block handed to VAD, endpointing, ASR and barge-in."""
 
+BLOCK_MS = 10
+"""The sources' block (`MicConfig.block_ms`, `FileSource`). It divides the VAD's frames (10, 20
+or 30 ms), so each frame is judged as soon as its last sample arrives: with 20 ms blocks every
+other 30 ms frame waited 10 ms for the rest of its block, and so did the end of a turn."""
+
 
 @dataclass(frozen=True)
 class AudioBlock:

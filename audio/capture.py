@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
-from .blocks import SAMPLE_RATE, AudioBlock, AudioSource
+from .blocks import BLOCK_MS, SAMPLE_RATE, AudioBlock, AudioSource
 from .clock import ClockMapper
 from .devices import (DeviceInfo, block_time, choose_stream_format, close_quietly,
                       explain_portaudio_error, post, resolve_device, sd)
@@ -42,9 +42,9 @@ log = logging.getLogger(__name__)
 class MicConfig:
     device: int | str | None = None   # index, (part of) a name, or None for the default input
     sample_rate: int | None = None    # device-side rate to try first; None: the device default
-    block_ms: int = 20                # size of the 16 kHz blocks handed out
+    block_ms: int = BLOCK_MS          # size of the 16 kHz blocks handed out
     latency: str | float = "low"      # PortAudio input latency ("low", "high" or seconds)
-    queue_blocks: int = 100           # blocks held for a slow consumer before dropping the oldest
+    queue_blocks: int = 200           # blocks (2 s) held for a slow consumer before dropping the oldest
     stall_timeout_s: float = 1.0      # no audio for this long means the stream died
     reopen_attempts: int = 5
     reopen_backoff_s: float = 0.5     # wait before reopen attempt k: k * backoff

@@ -16,7 +16,7 @@ from typing import AsyncIterator
 
 import numpy as np
 
-from .blocks import SAMPLE_RATE, AudioBlock, AudioSource
+from .blocks import BLOCK_MS, SAMPLE_RATE, AudioBlock, AudioSource
 from .errors import AudioFileError
 from .resample import Reblocker, StreamResampler, resample, to_mono
 
@@ -173,7 +173,7 @@ class FileSource(AudioSource):
 
     CHUNK_S = 0.5   # audio decoded at a time
 
-    def __init__(self, path: str | os.PathLike, *, realtime: bool = False, block_ms: int = 20,
+    def __init__(self, path: str | os.PathLike, *, realtime: bool = False, block_ms: int = BLOCK_MS,
                  t0: float | None = None, pad_s: float = 0.0):
         if block_ms <= 0:
             raise ValueError("block_ms must be positive")

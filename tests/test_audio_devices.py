@@ -25,6 +25,9 @@ from foresay.audio.resample import resample
 from foresay.audio.vad import WebRtcVad
 from foresay.engine.events import SpeechStarted, TurnEnded
 
+BLOCK = SAMPLE_RATE * MicConfig().block_ms // 1000   # samples in a block the microphone hands out
+BLOCK_S = BLOCK / SAMPLE_RATE
+
 
 def test_listing_and_the_devices_command(alsa_fifo, capsys):
     devices = list_devices()
@@ -72,7 +75,7 @@ def test_mic_captures_speech_at_48k_through_alsa(alsa_fifo):
         async with MicSource(MicConfig(device="default", sample_rate=48000)) as mic:
             async for block in mic:
                 blocks.append(block)
-                if len(blocks) == 10:       # 200 ms in: the "user" starts talking
+                if len(blocks) == round(0.2 / BLOCK_S):   # 200 ms in: the "user" starts talking
                     t_feed = time.monotonic()
                     alsa_fifo.play_into_mic(resample(clip.samples, 16000, 48000))
                 events += ep.push(block)
@@ -83,8 +86,8 @@ def test_mic_captures_speech_at_48k_through_alsa(alsa_fifo):
     mic, blocks, events, t_feed, t_stop = asyncio.run(asyncio.wait_for(run(), 20))
     assert (mic.device.name, mic.device_rate, mic.device_channels) == ("default", 48000, 1)
     assert mic.overflows == 0 and mic.reopens == 0
-    assert all(len(b.samples) == 320 for b in blocks)
-    gaps = np.diff([b.t for b in blocks]) - 0.02
+    assert all(len(b.samples) == BLOCK for b in blocks)
+    gaps = np.diff([b.t for b in blocks]) - BLOCK_S
     assert np.abs(gaps).max() < 0.003    # contiguous: the clock fit moves by <= 1 ms a callback
     assert 0 <= t_stop - blocks[-1].t_end < 0.15         # and close to the real capture time
     started, ended = [e for e in events if isinstance(e, (SpeechStarted, TurnEnded))]  # not pauses, estimates
@@ -216,7 +219,7 @@ def test_a_48k_only_mic_asked_for_16k_opens_at_48k(alsa_fifo, monkeypatch):
                 if len(blocks) == 5:
                     return mic.device_rate, blocks
     rate, blocks = asyncio.run(asyncio.wait_for(run(), 10))
-    assert rate == 48000 and all(len(b.samples) == 320 for b in blocks)
+    assert rate == 48000 and all(len(b.samples) == BLOCK for b in blocks)
     # Neither the rate asked for nor the device default: the next common rate that works.
     only_rate(monkeypatch, 96000)
     assert choose_stream_format(device, "input", 16000) == (96000, 1)

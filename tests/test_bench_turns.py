@@ -219,8 +219,9 @@ def test_the_decision_alone_decodes_a_pause_as_far_as_the_live_pause_decode_hear
         driver.settings = load_settings(None, "demo", overrides)
         return driver._pause_decode_until(VoicePaused(1, 1.13, last_voiced_t=1.005), t0)
 
+    # 10 ms blocks from t0: the one that holds 1.055 s ends at 1.06 s, or at 1.055 s when they begin 5 ms later
     assert until(["streaming.pause_decode_after_ms=50", "audio.endpointer.pause_ms=100"]) == pytest.approx(1.06)
-    assert until(["streaming.pause_decode_after_ms=50", "audio.endpointer.pause_ms=100"], t0=0.01) == pytest.approx(1.07)
+    assert until(["streaming.pause_decode_after_ms=50", "audio.endpointer.pause_ms=100"], t0=0.005) == pytest.approx(1.055)
     # begun at the confirmed pause (no head start): all the audio so far
     assert until(["streaming.pause_decode_after_ms=0"]) is None
     assert until(["streaming.pause_decode_after_ms=150", "audio.endpointer.pause_ms=100"]) is None

@@ -39,10 +39,11 @@ import numpy as np
 from foresay.app.assemble import load_smart_turn
 from foresay.app.bench.turn_records import Observed
 from foresay.app.config import Settings
+from foresay.audio.blocks import BLOCK_MS, SAMPLE_RATE, AudioBlock
 from foresay.engine.events import (AudioTurnCue, PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused,
                                    VoiceResumed)
 
-BLOCK = 320  # 20 ms at 16 kHz, as the file source delivers
+BLOCK = SAMPLE_RATE * BLOCK_MS // 1000  # the file source's blocks
 
 
 class PausedTurnDriver:
@@ -76,7 +77,6 @@ class PausedTurnDriver:
 
     def run(self, samples: np.ndarray, t0: float = 0.0):
         """Returns the `Observed` of one recording (times from its first sample)."""
-        from foresay.audio.blocks import SAMPLE_RATE, AudioBlock
         from foresay.audio.endpoint import Endpointer
         from foresay.audio.vad import make_vad
 
@@ -117,8 +117,6 @@ class PausedTurnDriver:
 
     def _feed(self, ep, force: bool = False, until_t: float | None = None) -> None:
         """The turn's audio so far (through capture time `until_t`) to its transcriber."""
-        from foresay.audio.blocks import SAMPLE_RATE
-
         state = self._state
         if state is None or (state["held"] and not force):
             return
@@ -131,7 +129,6 @@ class PausedTurnDriver:
 
     def _look_again(self, ep, t: float) -> None:
         """The second look in a long silence, as the ASR stage makes it (`late_look_ms`)."""
-        from foresay.audio.blocks import SAMPLE_RATE
         from foresay.engine.asr.turn_decodes import LOOK_AFTER_ANSWER_S
         from foresay.engine.sequences import extends
 
@@ -164,8 +161,6 @@ class PausedTurnDriver:
         confirmed (None: all audio so far). Whisper's P(sentence end) moves with the silence it
         hears after the last word: decoded 50 ms later, the decision's inputs would not be the
         pipeline's."""
-        from foresay.audio.blocks import SAMPLE_RATE
-
         if not self._head_start_s():
             return None
         block_s = BLOCK / SAMPLE_RATE
@@ -180,8 +175,6 @@ class PausedTurnDriver:
 
     def _judge_voice(self, pause: VoicePaused, ep) -> None:
         """Smart Turn on the turn's audio through the pause, handed over after the time it took."""
-        from foresay.audio.blocks import SAMPLE_RATE
-
         audio = ep.turn.audio(trimmed=False)
         audio = audio[:max(0, round((pause.t - ep.turn.audio_start_t(trimmed=False)) * SAMPLE_RATE))]
         started = time.perf_counter()
