@@ -14,9 +14,10 @@ SAMPLE_RATE = 16_000
 """The rate of every block handed to VAD, endpointing, ASR and barge-in."""
 
 BLOCK_MS = 10
-"""The sources' block (`MicConfig.block_ms`, `FileSource`). It divides the VAD's frames (10, 20
-or 30 ms), so each frame is judged as soon as its last sample arrives: with 20 ms blocks every
-other 30 ms frame waited 10 ms for the rest of its block, and so did the end of a turn."""
+"""The sources' block (`MicConfig.block_ms`, `FileSource`). It divides the webrtc VAD's frames
+(10, 20 or 30 ms), so each frame is judged as soon as its last sample arrives: with 20 ms blocks
+every other 30 ms frame waited 10 ms for the rest of its block, and so did the end of a turn.
+(Silero's 32 ms frames wait 4 ms on average, against 8 with 20 ms blocks.)"""
 
 
 @dataclass(frozen=True)
