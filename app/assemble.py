@@ -142,7 +142,7 @@ async def build_pipeline(settings: Settings, source, sink, observers: list[Calla
                        gate=gate)
     more = [HistoryWriter(history, bus.emit)] if history is not None else []
     if smart_turn is not None:
-        more.append(SmartTurnStage(smart_turn, bus.emit, gate=gate))
+        more.append(SmartTurnStage(smart_turn, bus.emit))
     pipeline = Pipeline(bus=bus, source=source, listener=listener, asr=asr, llm=llm,
                         speaker=Speaker(tts, sink, bus.emit), sink=sink,
                         turn_log=TurnLog(bus.emit, paced=not wait_for_replies), more=more,

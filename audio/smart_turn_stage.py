@@ -3,21 +3,21 @@
 It keeps the open turn's audio (the last `window_s` and a second more) as `UserAudio` brings it.
 At a `VoicePaused` it judges the turn's audio through the pause's `t` (the voice and the first
 `pause_ms` of silence) once that audio has arrived: one Smart Turn call on the stage's worker
-thread, never on the event loop, claiming the shared compute gate like an ASR decode (the user
-waits on both). The answer goes to the turn-taking machine as `AudioTurnCue`, which the decision
-takes only while no voice came after the audio it heard. A pause superseded by a newer one
+thread, never on the event loop. The call does not claim the compute gate the ASR's decodes
+claim: PredGen's draft goes on beside it on the other core, so the first sentence and its voice
+are readier when the turn ends (paced, Piper complete: 14 of 40 replies 10-81 ms sooner, 3 later,
+the call 52-55 ms either way; docs/benchmarks.md). The answer goes to the turn-taking machine as
+`AudioTurnCue`, which the decision takes only while no voice came after the audio it heard. A pause superseded by a newer one
 before its call began is not judged; a new turn drops the audio kept.
 """
 from __future__ import annotations
 
 import collections
-import contextlib
 import time
 from typing import Callable
 
 import numpy as np
 
-from foresay.engine.compute_gate import ComputeGate
 from foresay.engine.events import AudioTurnCue, Event, UserAudio, VoicePaused
 from foresay.engine.stage import Stage
 
@@ -32,9 +32,9 @@ class SmartTurnStage(Stage):
     name = "end-of-turn voice model"
     worker = "smart-turn"
 
-    def __init__(self, model: SmartTurnModel, emit: Callable[[Event], None], gate: ComputeGate | None = None):
+    def __init__(self, model: SmartTurnModel, emit: Callable[[Event], None]):
         super().__init__(emit)
-        self.model, self.gate = model, gate
+        self.model = model
         self._keep = int((model.config.window_s + KEEP_EXTRA_S) * SAMPLE_RATE)
         self._turn_id: int | None = None
         self._blocks: collections.deque[np.ndarray] = collections.deque()
@@ -90,8 +90,7 @@ class SmartTurnStage(Stage):
             p = self.model.predict(audio)
             return p, 1000 * (time.perf_counter() - started)
 
-        with self.gate.claim() if self.gate is not None else contextlib.nullcontext():
-            answer = await self.run_in_worker(work)
+        answer = await self.run_in_worker(work)
         if answer is not None:
             self.calls += 1
             self.emit(AudioTurnCue(pause.turn_id, pause.t, p_end_of_turn=answer[0], audio_until_t=pause.t,
