@@ -7,8 +7,9 @@ thread, never on the event loop. The call does not claim the compute gate the AS
 claim: PredGen's draft goes on beside it on the other core, so the first sentence and its voice
 are readier when the turn ends (paced, Piper complete: 14 of 40 replies 10-81 ms sooner, 3 later,
 the call 52-55 ms either way; docs/benchmarks.md). The answer goes to the turn-taking machine as
-`AudioTurnCue`, which the decision takes only while no voice came after the audio it heard. A pause superseded by a newer one
-before its call began is not judged; a new turn drops the audio kept.
+`AudioTurnCue`, which the decision takes only while no voice came after the audio it heard. A
+pause superseded by a newer one before its call began is not judged; a new turn drops the audio
+kept.
 """
 from __future__ import annotations
 

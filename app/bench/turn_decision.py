@@ -46,6 +46,12 @@ from foresay.engine.events import (AudioTurnCue, PauseRechecked, SpeechStarted, 
 BLOCK = SAMPLE_RATE * BLOCK_MS // 1000  # the file source's blocks
 
 
+def _audio_through(ep, t: float) -> np.ndarray:
+    """The open turn's untrimmed audio up to capture time `t`."""
+    audio = ep.turn.audio(trimmed=False)
+    return audio[:max(0, round((t - ep.turn.audio_start_t(trimmed=False)) * SAMPLE_RATE))]
+
+
 class PausedTurnDriver:
     """Runs recordings through endpointer + decision, doing the silence's work at each pause."""
 
@@ -120,9 +126,7 @@ class PausedTurnDriver:
         state = self._state
         if state is None or (state["held"] and not force):
             return
-        audio = ep.turn.audio(trimmed=False)
-        if until_t is not None:
-            audio = audio[:max(0, round((until_t - ep.turn.audio_start_t(trimmed=False)) * SAMPLE_RATE))]
+        audio = ep.turn.audio(trimmed=False) if until_t is None else _audio_through(ep, until_t)
         if len(audio) > state["fed"]:
             state["asr"].append(audio[state["fed"]:])
             state["fed"] = len(audio)
@@ -175,8 +179,7 @@ class PausedTurnDriver:
 
     def _judge_voice(self, pause: VoicePaused, ep) -> None:
         """Smart Turn on the turn's audio through the pause, handed over after the time it took."""
-        audio = ep.turn.audio(trimmed=False)
-        audio = audio[:max(0, round((pause.t - ep.turn.audio_start_t(trimmed=False)) * SAMPLE_RATE))]
+        audio = _audio_through(ep, pause.t)
         started = time.perf_counter()
         p = self.smart_turn.predict(audio)
         took = time.perf_counter() - started
@@ -219,7 +222,8 @@ class PausedTurnDriver:
             told, delay, recheck = (max(0.0, x - head) for x in (told, delay, recheck))
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
             paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
-            state.update(paused_at=len(ep.turn.audio(trimmed=False)), looked=False, text=final.text, answered_t=event.t + told)
+            state.update(paused_at=len(ep.turn.audio(trimmed=False)), looked=False, text=final.text,
+                         answered_t=event.t + told)
             self._pending.append((event.t + told, "paused", event.turn_id, revision, paused, final.t))
             if steady is not None:
                 self._pending.append((event.t + recheck, "heard", event.turn_id, revision, steady, final.t))
