@@ -79,6 +79,18 @@ def test_two_requests_in_digital_silence_are_two_turns_2_5_s_apart(tmp_path):
     assert np.abs(gap).max() == 0 and np.abs(audio[:7000]).max() == 0
 
 
+def test_one_users_conversation_holds_its_requests_in_order_each_with_its_pause(tmp_path):
+    path = build_piper_set(tmp_path / "talk", 1, pause=(0.5, 0.6), room="silence", gap_s=2.5, seed=2,
+                           per_recording=3)
+    (recording,) = read_set(path)
+    assert len(recording.turns) == 3
+    for before, after in zip(recording.turns, recording.turns[1:]):
+        assert after.start_s - before.end_s == pytest.approx(2.5, abs=0.002)
+    line = json.loads(path.read_text())
+    assert len(line["pause_s"]) == 3 and all(0.5 <= p <= 0.6 for p in line["pause_s"])
+    assert line["spoken"].count("[pause]") == 3
+
+
 def test_the_same_seed_renders_the_same_set_in_room_noise(tmp_path):
     for name in ("a", "b"):
         assert main(["--voice", "piper", "--out", str(tmp_path / name), "--requests", "1", "--seed", "3"]) == 0
@@ -96,6 +108,9 @@ def test_bad_requests_are_refused(tmp_path, capsys):
     with pytest.raises(ForesayError, match="pause style"):
         build_piper_set(tmp_path, 1, pause=(0.5, 0.6), pause_style="cut")
     assert main(["--out", str(tmp_path), "--gap-s", "2.5"]) == 2
+    with pytest.raises(ForesayError, match="a gap between them"):
+        build_piper_set(tmp_path, 1, per_recording=3)
+    assert main(["--out", str(tmp_path), "--per-recording", "3"]) == 2
     assert "--voice piper" in capsys.readouterr().err
 
 

@@ -12,7 +12,8 @@ length: spliced into one reading of the whole request (`--pause-style splice`, t
 words before the break keep the intonation of a voice that runs on; a pause the voice made
 there itself, at a comma of the text, is replaced, not added to), or a comma read at the break
 and its silence stretched (`comma`: the voice's intonation falls as at a comma). With
-`--gap-s`, each recording holds two requests, that far apart (two turns). `--room noise`: low-passed (pink-ish) noise at 15-35 dB below the
+`--gap-s`, each recording holds two requests (`--per-recording N`: N), that far apart, each
+its own turn: one user's conversation, where what the decision learns of their pauses carries over. `--room noise`: low-passed (pink-ish) noise at 15-35 dB below the
 speech covers the whole recording; `--room silence`: digital silence around and between the
 speech. The truth format is `turn_sets`' (`{"audio", "turns": [{"start_s", "end_s", "text"}],
 "pause_s", "spoken", "voice"}`); digits stay digits in the truth text.
@@ -185,7 +186,7 @@ def pick_requests(count: int, rng: random.Random, need_break: bool) -> list[str]
 
 def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None = None, room: str = "noise",
                     gap_s: float | None = None, seed: int = 0, lead_s: float = 0.5, tail_s: float = 0.3,
-                    pause_style: str = "splice") -> Path:
+                    pause_style: str = "splice", per_recording: int | None = None) -> Path:
     """Render the set into folder `out`; returns the path of its `set.jsonl`."""
     if room not in ROOMS:
         raise ForesayError(f"room must be one of {', '.join(ROOMS)}, not {room!r}")
@@ -197,8 +198,10 @@ def build_piper_set(out: Path, requests: int, pause: tuple[float, float] | None 
         raise ForesayError(f"pause range must be 0 < min <= max seconds, got {pause}")
     if gap_s is not None and gap_s <= 0:
         raise ForesayError(f"the gap between two requests must be positive, got {gap_s}")
+    if per_recording is not None and (per_recording < 1 or (per_recording > 1 and gap_s is None)):
+        raise ForesayError(f"{per_recording} requests per recording: need at least 1, and a gap between them")
     rng = random.Random(f"piper-set:{seed}")
-    per_recording = 2 if gap_s else 1
+    per_recording = per_recording or (2 if gap_s else 1)
     texts = pick_requests(requests * per_recording, rng, need_break=pause is not None)
     voice = load_voice(seed, alignments=pause is not None and pause_style == "splice")
     out.mkdir(parents=True, exist_ok=True)

@@ -134,14 +134,17 @@ def main(argv: list[str] | None = None) -> int:
                              "comma read there and its silence stretched")
     parser.add_argument("--gap-s", type=float, metavar="SECONDS",
                         help="piper: two requests per recording, this far apart (two turns)")
+    parser.add_argument("--per-recording", type=int, metavar="N",
+                        help="piper, with --gap-s: N requests per recording instead of two")
     args = parser.parse_args(argv)
     try:
         if args.voice == "piper":
             from foresay.engine.demo.piper_sets import build_piper_set
             path = build_piper_set(args.out, args.requests, args.pause, args.room, args.gap_s, args.seed,
-                                   pause_style=args.pause_style)
-        elif args.gap_s is not None or args.room != "noise" or args.pause_style != "splice":
-            raise ForesayError("--room, --gap-s and --pause-style need --voice piper")
+                                   pause_style=args.pause_style, per_recording=args.per_recording)
+        elif (args.gap_s is not None or args.room != "noise" or args.pause_style != "splice"
+              or args.per_recording is not None):
+            raise ForesayError("--room, --gap-s, --per-recording and --pause-style need --voice piper")
         else:
             path = build_set(args.out, args.requests, args.pause, args.seed)
     except ForesayError as exc:
