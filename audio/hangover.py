@@ -11,6 +11,7 @@ frame:
     policy.heard(turn_id, revision, steady)  # from outside: was that transcript heard steadily
     policy.rechecking(turn_id, revision)     # from outside: that answer is on its way
     policy.audio_cue(turn_id, p_end, audio_until_t)  # from outside: an audio model's P(end of turn)
+    policy.paused_inside(pause_s)   # the machine: the user went on after an end, saying more
 
 `FixedHangover` always waits the same. `AdaptiveHangover` waits briefly when the words so far
 look like a complete utterance (high P(end of turn)) and long when they do not, within
@@ -25,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
-            "no sentence end", "hearing the voice")
+            "no sentence end", "hearing the voice", "pauses like before")
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ class HangoverPolicy:
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         pass
+
+    def paused_inside(self, pause_s: float) -> None:
+        """The user paused `pause_s` inside a request: the turn was ended there, and they went on
+        with more words (`TurnTaking` tells this once per such resume)."""
 
     def view(self):
         """(turn_id, P(end of turn) or None, wait_s, verdict) as a `turn_end.TurnEndView`."""

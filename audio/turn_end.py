@@ -55,6 +55,13 @@ recognizer's sureness of a sentence end (above) times `sentence_weight`; the sur
 an estimate of the LLM or the cue, never stands for one. A cue of 0.5
 changes nothing; below it the wait grows, above it an unsure LLM estimate sounds more finished.
 
+- the user's own pauses (`paused_inside(pause_s)`, from `TurnTaking`): a turn ended in a pause
+  that the user then went on from with more words tells how long this user pauses inside a
+  request. Every cue may hear such a pause as an end ("Eight of spades, four of clubs ... seven of
+  hearts"), so for the next `learned_pause_turns` turns no wait is shorter than that pause plus
+  `learned_pause_margin_s` (at most `incomplete_s`): a user who pauses is not cut off again and
+  again, and one who does not pays nothing.
+
 The wait follows the fused probability p: `complete_s` when p >= `complete_p` ("sounds
 finished"), `incomplete_s` when p <= `incomplete_p` ("sounds unfinished"), and in between
 linear in log-odds. It is never shorter than `min_silence_s` (stop consonants and breaths are
@@ -98,6 +105,9 @@ class TurnEndConfig:
     sentence_weight: weight of the recognizer's sureness of a written sentence end beyond
         `sentence_end_p` (its log-odds above those of `sentence_end_p`), added to the fused
         estimate (0: the recognizer's P(sentence end) only holds a turn back, never hastens it).
+    learned_pause_turns: after the user went on from an ended turn with more words, how many of
+        the next turns wait at least that pause (verdict "pauses like before"; 0: never).
+    learned_pause_margin_s: what that wait adds to the pause the user made.
     """
     complete_p: float = 0.99   # the demo model gives p > 0.9999 after a whole request; between
                                # 0.05 and 0.99 the wait is graded (a p of 0.9 still waits 0.47 s)
@@ -120,6 +130,8 @@ class TurnEndConfig:
     sentence_end_after_number: bool = False
     sentence_weight: float = 1.0  # a LibriVox reader's sentence ends, sure full stops where Smart Turn heard
                                   # the voice run on: 240-270 ms instead of 290-370 (docs/benchmarks.md)
+    learned_pause_turns: int = 5
+    learned_pause_margin_s: float = 0.15
 
     def __post_init__(self):
         if not 0.0 < self.incomplete_p < self.complete_p < 1.0:
@@ -138,6 +150,8 @@ class TurnEndConfig:
             raise ValueError("turn end: cue_weight, cue_sentence_weight and sentence_weight must not be negative")
         if not self.complete_s <= self.cue_wait_s <= self.incomplete_s:
             raise ValueError("turn end: need complete_s <= cue_wait_s <= incomplete_s")
+        if self.learned_pause_turns < 0 or self.learned_pause_margin_s < 0:
+            raise ValueError("turn end: learned_pause_turns and learned_pause_margin_s must not be negative")
 
 
 def _logit(p: float) -> float:
@@ -161,10 +175,18 @@ class TurnEndDecision(HangoverPolicy):
         self._sentence: dict[int, tuple[bool, float | None, bool]] = {}  # revision -> (". ? !" written,
                                                                           # its P, ends in a number)
         self._cue: tuple[float, float] | None = None  # the audio cue: (p, audio heard until)
+        self._learned_wait: float | None = None  # the shortest wait the user's own pauses ask for
+        self._learned_turns_left = 0  # new turns after this one that still wait it
+        self._learned_in: int | None = None  # the turn it was learned in, which it does not hold back
 
     # --- inputs -------------------------------------------------------------------------------
 
     def begin_turn(self, turn_id: int) -> None:
+        if turn_id != self._turn_id and self._learned_wait is not None:  # a new turn, not a resumed one
+            if self._learned_turns_left:
+                self._learned_turns_left -= 1
+            else:
+                self._learned_wait = None
         self._turn_id = turn_id
         self._p_llm, self._revision, self._heard_until, self._last_voiced_t = None, -1, None, None
         self._unsteady, self._checking, self._sentence = set(), set(), {}
@@ -203,6 +225,15 @@ class TurnEndDecision(HangoverPolicy):
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         if turn_id == self._turn_id:
             self._cue = (min(1.0, max(0.0, float(p_end_of_turn))), audio_until_t)
+
+    def paused_inside(self, pause_s: float) -> None:
+        c = self.config
+        if not c.learned_pause_turns or pause_s <= 0:
+            return
+        wait = min(c.incomplete_s, float(pause_s) + c.learned_pause_margin_s)
+        self._learned_wait = max(wait, self._learned_wait or 0.0)
+        self._learned_turns_left = c.learned_pause_turns
+        self._learned_in = self._turn_id
 
     def observe(self, frame: np.ndarray, voiced: bool, t: float) -> None:
         if voiced:
@@ -298,6 +329,8 @@ class TurnEndDecision(HangoverPolicy):
             for floor, reason, applies in floors:
                 if applies and wait < floor:
                     wait, verdict = floor, reason
+        if self._learned_wait is not None and self._turn_id != self._learned_in and wait < self._learned_wait:
+            wait, verdict = self._learned_wait, "pauses like before"
         return TurnEndView(self._turn_id, p, max(c.min_silence_s, wait), verdict)
 
     def hangover_s(self) -> float:

@@ -32,6 +32,10 @@ Its decisions:
   turn id) when the voice came back within `resume_window_s` of the declared end and within
   `resume_max_gap_s` of the turn's last voiced frame; otherwise the onset starts a new turn
   (`SpeechStarted`), whatever the recognizer's or the reply's latency: two requests are two turns.
+- learn: once a resumed turn's transcript holds more words than it did at its end, the pause it
+  had ended in was one inside a request, and the policy hears of it (`paused_inside`); a cough or
+  a breath that reopens a turn and brings no words teaches nothing. (More words, not the same
+  words and more: decoded whole again, the turn's earlier words may come out otherwise.)
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 from foresay.engine.events import (AudioTurnCue, DraftUpdated, EndOfTurnEstimate, Event, PausedTranscript,
                                    PauseRechecked, SpeechStarted, TurnEnded, TurnResumed, VoicePaused, VoiceResumed)
 from foresay.engine.sentences import ends_in_number, ends_sentence
+from foresay.engine.sequences import words
 
 from .blocks import SAMPLE_RATE
 from .hangover import FixedHangover, HangoverPolicy
@@ -90,6 +95,9 @@ class TurnTaking:
         self._paused = False                  # VoicePaused sent for the current silence
         self._estimate: tuple | None = None   # the last EndOfTurnEstimate's content
         self._heard: dict[int, float] = {}    # the open turn's paused transcripts: revision -> audio heard until
+        self._texts: dict[int, str] = {}      # ... and revision -> text
+        self._said_at_end = ""                # the last turn's words when it ended
+        self._went_on: tuple[float, str] | None = None  # a resumed turn: (the pause it had ended in, its words then)
         # whether the pipeline's estimates inform the wait (adaptive endpointing); off, a paused
         # transcript still says what it heard (it is the final when it heard the whole turn)
         self.use_estimates = True
@@ -116,12 +124,15 @@ class TurnTaking:
             raise ValueError(f"turn {self.turn_id} is still open")
         if silence_ends and self.resumable(first_voiced_t):
             decision = TurnResumed(turn_id=self.turn_id, t=first_voiced_t, ended_t=self.end_t)
+            last = self.end_t if self.last_voiced_t is None else self.last_voiced_t
+            self._went_on = (first_voiced_t - last, self._said_at_end)
         else:
+            self._went_on = None
             self.turn_id, self._next_id = self._next_id, self._next_id + 1
             self.start_t, self.last_voiced_t = first_voiced_t, None
             decision = SpeechStarted(turn_id=self.turn_id, t=first_voiced_t)
         self.is_open, self.end_t, self._silence_ends, self._resumable = True, None, silence_ends, False
-        self._paused, self._estimate, self._heard = False, None, {}
+        self._paused, self._estimate, self._heard, self._texts = False, None, {}, {}
         self.policy.begin_turn(self.turn_id)
         return decision
 
@@ -205,6 +216,10 @@ class TurnTaking:
         `p_sentence_end` when it says) and whether its check is under way go to the policy."""
         if turn_id == self.turn_id and self.is_open:
             self._heard[revision] = audio_until_t
+            self._texts[revision] = text
+            if self._went_on is not None and len(words(text)) > len(words(self._went_on[1])):
+                self.policy.paused_inside(self._went_on[0])
+                self._went_on = None
         if not self.use_estimates:
             return
         if text.strip():
@@ -236,6 +251,8 @@ class TurnTaking:
         last = self.last_voiced_t if self.last_voiced_t is not None else self.start_t
         heard = [r for r, until in self._heard.items()
                  if self.last_voiced_t is not None and until >= self.last_voiced_t - HEARD_SLACK_S]
+        newest = max(heard) if heard else max(self._texts, default=None)
+        self._said_at_end = self._texts.get(newest, "") if newest is not None else ""
         self.is_open, self.end_t = False, t
         self._resumable = resumable and self._silence_ends and self.config.resume_window_s > 0
         return TurnEnded(turn_id=self.turn_id, t=t, last_voiced_t=last,

@@ -258,3 +258,61 @@ def test_after_a_number_the_recognizers_punctuation_does_not_hold_the_turn():
     assert _ended_after("Call 0 7 7 0 0", 0.02, 0.02) == pytest.approx(DECISION.incomplete_s, abs=F)
     judged = TurnEndConfig(**{**DECISION.__dict__, "sentence_end_after_number": True})
     assert _ended_after("Dial 555-0199", 0.2, 0.999, judged) == pytest.approx(DECISION.open_sentence_s, abs=F)
+
+
+def _request(run: Run, tt: TurnTaking, first: str, pause_s: float | None = None, rest: str | None = None) -> None:
+    """One request 2.5 s after the last: `first` said, then (with `pause_s`) a pause and `rest`,
+    which the pipeline hears as `first` and `rest` together; the silence after it runs 1.2 s."""
+    run.frames(2.5, False)
+    run.frames(0.9, True)
+    if pause_s is not None:
+        run.frames(pause_s, False, answer_pauses(tt, first))
+        run.frames(0.6, True)
+        first = f"{first.rstrip('.')} {rest}"
+    run.frames(1.2, False, answer_pauses(tt, first))
+
+
+def _waits(run: Run) -> list[float]:
+    """The silence each end waited."""
+    return [e.t - e.last_voiced_t for e in run.of(TurnEnded)]
+
+
+def test_a_user_who_went_on_after_an_end_is_waited_for_in_the_next_turns():
+    """"Set a timer. [0.6 s] For ten minutes." sounds finished at its pause and is ended there;
+    the user goes on with more words, so the next `learned_pause_turns` turns (not the rest of
+    this one) wait at least that pause and a margin, and a pause as long in one of them is not cut;
+    after them, the short wait again."""
+    decision = TurnEndConfig(**{**DECISION.__dict__, "learned_pause_turns": 2, "learned_pause_margin_s": 0.15})
+    tt = TurnTaking(TurnEndDecision(decision), TurnTakingConfig())
+    run = Run(tt)
+    _request(run, tt, "Set a timer.", 0.6, "for ten minutes.")
+    assert len(run.of(TurnResumed)) == 1
+    assert _waits(run) == pytest.approx([DECISION.complete_s] * 2, abs=F)  # the pause, and the resumed turn's end
+    learned = 0.6 + 0.15
+    _request(run, tt, "What time is it?")                                   # waited for
+    assert _waits(run)[-1] == pytest.approx(learned, abs=F)
+    assert [e.verdict for e in run.of(EndOfTurnEstimate)][-1] == "pauses like before"
+    _request(run, tt, "Call my brother.", 0.6, "on his mobile.")           # not cut this time
+    assert len(run.of(TurnResumed)) == 1 and _waits(run)[-1] == pytest.approx(learned, abs=F)
+    _request(run, tt, "What time is it?")                                   # the learned turns are over
+    assert _waits(run)[-1] == pytest.approx(DECISION.complete_s, abs=F)
+    assert [e.turn_id for e in run.of(SpeechStarted)] == [1, 2, 3, 4]
+
+
+def test_a_reopened_turn_that_brings_no_words_teaches_nothing():
+    """A cough after the end reopens the turn, but its transcript says what it said at the end:
+    the next turn ends at the short wait; with `learned_pause_turns` 0 nothing is ever learned."""
+    tt = machine()
+    run = Run(tt)
+    _request(run, tt, "Set a timer for ten minutes.", 0.6, "")
+    assert len(run.of(TurnResumed)) == 1
+    _request(run, tt, "What time is it?")
+    assert _waits(run)[-1] == pytest.approx(DECISION.complete_s, abs=F)
+    never = TurnEndConfig(**{**DECISION.__dict__, "learned_pause_turns": 0})
+    tt = TurnTaking(TurnEndDecision(never), TurnTakingConfig())
+    run = Run(tt)
+    _request(run, tt, "Set a timer.", 0.6, "for ten minutes.")
+    _request(run, tt, "What time is it?")
+    assert len(run.of(TurnResumed)) == 1 and _waits(run)[-1] == pytest.approx(DECISION.complete_s, abs=F)
+    with pytest.raises(ValueError, match="learned_pause"):
+        TurnEndConfig(learned_pause_margin_s=-0.1)

@@ -20,13 +20,15 @@ WAITING_WORDS = {"sounds finished": "sounds finished", "sounds unfinished": "wai
                  "unclear words": "waiting: not sure what was said",
                  "checking words": "waiting: checking what was heard",
                  "no sentence end": "waiting: no end of sentence heard",
-                 "hearing the voice": "waiting: listening to how it was said"}
+                 "hearing the voice": "waiting: listening to how it was said",
+                 "pauses like before": "waiting: you paused this long before"}
 ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "it sounded unfinished",
                "unsure": "not sure it was finished", "listening": "no estimate yet",
                "unclear words": "not sure what was said",
                "checking words": "what was heard was still being checked",
                "no sentence end": "no end of sentence was heard",
-               "hearing the voice": "how it was said was still being heard"}
+               "hearing the voice": "how it was said was still being heard",
+               "pauses like before": "you had paused this long before"}
 
 
 def verdict_words(verdict: str, ended: bool = False) -> str:
