@@ -46,7 +46,13 @@
   never ends a turn alone: without a current LLM estimate it may lengthen the wait beyond
   `no_estimate_s`, not shorten it (alone, Smart Turn cuts most pauses inside real requests). When
   the decision was told that such a cue comes at each pause (`audio_cue=True`), the turn does not
-  end before the cue of the current pause has answered, unless the silence reaches `cue_wait_s`.
+  end before the cue of the current pause has answered, unless the silence reaches `cue_wait_s`;
+- the user's own pauses (`paused_inside(pause_s)`, from `TurnTaking`): a turn ended in a pause
+  that the user then went on from with more words tells how long this user pauses inside a
+  request. Every cue may hear such a pause as an end ("Eight of spades, four of clubs ... seven of
+  hearts"), so for the next `learned_pause_turns` turns no wait is shorter than that pause plus
+  `learned_pause_margin_s` (at most `incomplete_s`): a user who pauses is not cut off again and
+  again, and one who does not pays nothing.
 
 The estimates are fused as independent evidence, in log-odds: the LLM's times `llm_weight`
 (clipped to [`incomplete_p`, `complete_p`] when a cue takes part: a small chat model says 0.9999
@@ -54,13 +60,6 @@ after a whole request that may still go on), plus the cue's times `cue_weight`, 
 recognizer's sureness of a sentence end (above) times `sentence_weight`; the sureness joins only
 an estimate of the LLM or the cue, never stands for one. A cue of 0.5
 changes nothing; below it the wait grows, above it an unsure LLM estimate sounds more finished.
-
-- the user's own pauses (`paused_inside(pause_s)`, from `TurnTaking`): a turn ended in a pause
-  that the user then went on from with more words tells how long this user pauses inside a
-  request. Every cue may hear such a pause as an end ("Eight of spades, four of clubs ... seven of
-  hearts"), so for the next `learned_pause_turns` turns no wait is shorter than that pause plus
-  `learned_pause_margin_s` (at most `incomplete_s`): a user who pauses is not cut off again and
-  again, and one who does not pays nothing.
 
 The wait follows the fused probability p: `complete_s` when p >= `complete_p` ("sounds
 finished"), `incomplete_s` when p <= `incomplete_p` ("sounds unfinished"), and in between
