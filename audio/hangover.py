@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 VERDICTS = ("listening", "sounds finished", "sounds unfinished", "unsure", "unclear words", "checking words",
-            "no sentence end", "hearing the voice", "pauses like before")
+            "no sentence end", "clause goes on", "hearing the voice", "pauses like before")
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class HangoverPolicy:
         pass
 
     def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None,
-                       number: bool = False) -> None:
+                       number: bool = False, goes_on: float | None = None) -> None:
         pass
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:

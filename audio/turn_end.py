@@ -38,7 +38,11 @@
   evidence for the end of the turn: its log-odds above those of `sentence_end_p`, times
   `sentence_weight`, join the fused estimate (below). A reader's sentence end ("He was not an
   ill-disposed young man.", 0.95) may sound to the audio cue as if the voice ran on (0.06);
-  the recognizer's sureness then outweighs it;
+  the recognizer's sureness then outweighs it. The same step says whether the clause goes on
+  (`goes_on`, its P(", ; : …")): a speaker who pauses inside a request leaves more there than
+  one who finished ("How do you marry the more?" 0.14 where whole requests stay under 0.08), so at
+  or above `goes_on_p` the turn waits at least `open_sentence_s`, whatever else says it ended,
+  after a number too ("33, 4, 6,");
 - the silence so far (the endpointer compares it with `hangover_s()` on every frame);
 - an audio model's cue (`audio_cue(turn_id, p, audio_until_t)`, from `AudioTurnCue`: Smart Turn
   reading the turn's last 8 s at each voice pause): how the words were said, where the LLM reads
@@ -99,6 +103,9 @@ class TurnEndConfig:
         `sentence_end_p` (0: the recognizer alone says whether the sentence ended).
     cue_wait_s: when an audio cue is expected, the shortest wait while the current pause's cue has
         not answered (verdict "hearing the voice"), between `complete_s` and `incomplete_s`.
+    goes_on_p: a transcript after whose last word the recognizer gave P(", ; : …") at or above
+        this waits at least `open_sentence_s` (verdict "clause goes on"), whatever else says it
+        ended (0: off).
     sentence_end_after_number: judge the sentence end of a transcript that ends in a number in
         digits as any other (False: the recognizer's punctuation says nothing there).
     sentence_weight: weight of the recognizer's sureness of a written sentence end beyond
@@ -126,6 +133,8 @@ class TurnEndConfig:
     cue_weight: float = 0.5
     cue_sentence_weight: float = 0.5  # of the cue's log-odds beside Whisper's P(sentence end)
     cue_wait_s: float = 0.3   # Smart Turn answered 0.17-0.19 s into the silence on the 2-core VM
+    goes_on_p: float = 0.08  # reached at 28 of 86 Piper pauses and 0 of 167 ends, 7 of 10 real speakers' pauses
+                             # and 3 of 27 ends; 0.05 keeps more pauses and holds ends (docs/benchmarks.md)
     sentence_end_after_number: bool = False
     sentence_weight: float = 1.0  # a LibriVox reader's sentence ends, sure full stops where Smart Turn heard
                                   # the voice run on: 240-270 ms instead of 290-370 (docs/benchmarks.md)
@@ -143,8 +152,8 @@ class TurnEndConfig:
             raise ValueError("turn end: need complete_s <= unsteady_s <= incomplete_s")
         if self.open_sentence_s and not self.complete_s <= self.open_sentence_s <= self.incomplete_s:
             raise ValueError("turn end: need open_sentence_s 0 (off) or complete_s <= open_sentence_s <= incomplete_s")
-        if not 0.0 <= self.sentence_end_p < 1.0:
-            raise ValueError("turn end: sentence_end_p must be in [0, 1)")
+        if not 0.0 <= self.sentence_end_p < 1.0 or not 0.0 <= self.goes_on_p < 1.0:
+            raise ValueError("turn end: sentence_end_p and goes_on_p must be in [0, 1)")
         if self.cue_weight < 0 or self.cue_sentence_weight < 0 or self.sentence_weight < 0:
             raise ValueError("turn end: cue_weight, cue_sentence_weight and sentence_weight must not be negative")
         if not self.complete_s <= self.cue_wait_s <= self.incomplete_s:
@@ -171,8 +180,8 @@ class TurnEndDecision(HangoverPolicy):
         self._last_voiced_t: float | None = None
         self._unsteady: set[int] = set()  # revisions of this turn not heard steadily
         self._checking: set[int] = set()  # revisions of this turn whose steadiness check is under way
-        self._sentence: dict[int, tuple[bool, float | None, bool]] = {}  # revision -> (". ? !" written,
-                                                                          # its P, ends in a number)
+        self._sentence: dict[int, tuple] = {}  # revision -> (". ? !" written, its P, ends in a number,
+                                               # P(", ; : …"))
         self._cue: tuple[float, float] | None = None  # the audio cue: (p, audio heard until)
         self._learned_wait: float | None = None  # the shortest wait the user's own pauses ask for
         self._learned_turns_left = 0  # new turns after this one that still wait it
@@ -216,10 +225,11 @@ class TurnEndDecision(HangoverPolicy):
             self._unsteady.add(revision)
 
     def sentence_ended(self, turn_id: int, revision: int, ended: bool, p: float | None = None,
-                       number: bool = False) -> None:
+                       number: bool = False, goes_on: float | None = None) -> None:
         if turn_id != self._turn_id:
             return
-        self._sentence[revision] = (ended, None if p is None else min(1.0, max(0.0, float(p))), number)
+        clip = lambda x: None if x is None else min(1.0, max(0.0, float(x)))  # noqa: E731
+        self._sentence[revision] = (ended, clip(p), number, clip(goes_on))
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         if turn_id == self._turn_id:
@@ -254,17 +264,23 @@ class TurnEndDecision(HangoverPolicy):
     def _fresh_cue(self) -> float | None:
         return self._cue[0] if self._cue is not None and self._current(self._cue[1]) else None
 
-    def _current_sentence(self) -> tuple[bool, float | None, bool]:
+    def _current_sentence(self) -> tuple[bool, float | None, bool, float | None]:
         """The recognizer's sentence end for the current transcript: (". ? !" written, its P, ends
-        in a number); none reported counts as written, of unknown P."""
-        return self._sentence.get(self._revision, (True, None, False))
+        in a number, P(", ; : …")); none reported counts as written, of unknown P."""
+        return self._sentence.get(self._revision, (True, None, False, None))
+
+    def _goes_on(self) -> bool:
+        """Whether the recognizer heard the current transcript's clause go on."""
+        c = self.config
+        p = self._current_sentence()[3]
+        return bool(c.goes_on_p) and p is not None and p >= c.goes_on_p
 
     def _open_sentence(self) -> bool:
         """Whether the current transcript was left without a sentence end, by the recognizer's
         mark and P(sentence end), lifted by the audio cue's log-odds when it heard an end at this
         pause."""
         c = self.config
-        ended, p, number = self._current_sentence()
+        ended, p, number, _ = self._current_sentence()
         if number and not c.sentence_end_after_number:
             return False
         if p is None or c.sentence_end_p <= 0:
@@ -295,7 +311,7 @@ class TurnEndDecision(HangoverPolicy):
         """How much surer than `sentence_end_p` the recognizer was of the current transcript's
         written sentence end, in log-odds (0: not surer, no mark, or a number in digits)."""
         c = self.config
-        ended, p, number = self._current_sentence()
+        ended, p, number, _ = self._current_sentence()
         if not ended or p is None or number or c.sentence_end_p <= 0:
             return 0.0
         return max(0.0, _logit(p) - _logit(c.sentence_end_p))
@@ -324,6 +340,7 @@ class TurnEndDecision(HangoverPolicy):
             floors = [(c.unsteady_s, "unclear words", self._revision in self._unsteady),
                       (c.unsteady_s, "checking words", self._revision in self._checking),
                       (c.open_sentence_s, "no sentence end", bool(c.open_sentence_s) and self._open_sentence()),
+                      (c.open_sentence_s, "clause goes on", bool(c.open_sentence_s) and self._goes_on()),
                       (c.cue_wait_s, "hearing the voice", cue_pending)]
             for floor, reason, applies in floors:
                 if applies and wait < floor:

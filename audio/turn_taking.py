@@ -199,7 +199,7 @@ class TurnTaking:
         audio cue."""
         if isinstance(event, PausedTranscript):
             self.paused_transcript(event.turn_id, event.revision, event.text, event.audio_until_t,
-                                   event.rechecking, event.p_sentence_end)
+                                   event.rechecking, event.p_sentence_end, event.p_goes_on)
         elif not self.use_estimates:
             return
         elif isinstance(event, DraftUpdated):
@@ -210,10 +210,12 @@ class TurnTaking:
             self.policy.audio_cue(event.turn_id, event.p_end_of_turn, event.audio_until_t)
 
     def paused_transcript(self, turn_id: int, revision: int, text: str, audio_until_t: float,
-                          rechecking: bool = False, p_sentence_end: float | None = None) -> None:
+                          rechecking: bool = False, p_sentence_end: float | None = None,
+                          p_goes_on: float | None = None) -> None:
         """The whole turn decoded at a pause, through `audio_until_t`: the final transcript if no
         voice follows; whether it ends a sentence (its punctuation, and the recognizer's
-        `p_sentence_end` when it says) and whether its check is under way go to the policy."""
+        `p_sentence_end` and `p_goes_on` when it says) and whether its check is under way go to
+        the policy."""
         if turn_id == self.turn_id and self.is_open:
             self._heard[revision] = audio_until_t
             self._texts[revision] = text
@@ -224,7 +226,7 @@ class TurnTaking:
             return
         if text.strip():
             self.policy.sentence_ended(turn_id, revision, ends_sentence(text), p_sentence_end,
-                                       number=ends_in_number(text))
+                                       number=ends_in_number(text), goes_on=p_goes_on)
         if rechecking:
             self.policy.rechecking(turn_id, revision)
 

@@ -131,12 +131,14 @@ class PausedTranscript(Event):
     end-of-turn decision with `revision` and `audio_until_t` (capture time of the last sample heard).
     `rechecking`: a PauseRechecked for this revision follows (the decision waits for it).
     `p_sentence_end`: the recognizer's P(a sentence ended) after the last word (None: it does
-    not say; the text's punctuation stands for it)."""
+    not say; the text's punctuation stands for it); `p_goes_on`: its P(", ; : …") there, the
+    clause going on (None: not said)."""
     revision: int = 0
     text: str = ""
     audio_until_t: float = 0.0
     rechecking: bool = False
     p_sentence_end: float | None = None
+    p_goes_on: float | None = None
 
 
 @dataclass(frozen=True)

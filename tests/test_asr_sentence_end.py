@@ -27,6 +27,8 @@ def test_the_probability_is_read_right_after_the_last_word():
     ids = [0, 1, 2, 3]   # "Call my brother." : the "." step is the one after the last word
     logits = [steady, steady, steady, after_word, _row(**{"<|endoftext|>": 1.0})]
     assert ends.probability(ids, logits) == pytest.approx(0.5, abs=1e-6)
+    # ", ; : ..." at the same step: the clause goes on
+    assert ends.probabilities(ids, logits) == pytest.approx((0.5, 0.2), abs=1e-6)
     # no mark written: the end-of-text step is the one after the last word
     assert ends.probability(ids[:3], logits[:3] + [after_word]) == pytest.approx(0.5, abs=1e-6)
     # stopped by the length limit: no end-of-text step, no answer
@@ -66,6 +68,15 @@ def test_a_request_that_ended_sounds_more_ended_than_one_stopped_at_its_phrase_b
     assert np.mean(ended) > 0.8 and np.mean(ended) - np.mean(stopped) > 0.25, (ended, stopped)
 
 
+def test_a_request_stopped_at_its_phrase_break_sounds_as_if_it_went_on(tiny_en, readings):
+    """Whisper's P(", ; : ...") after the last word: below 0.08 (`goes_on_p`) after every whole
+    request, higher at the phrase break on average."""
+    ended = [tiny_en.transcribe(_heard(s, len(s))).p_goes_on for s, _ in readings]
+    stopped = [tiny_en.transcribe(_heard(s, cut)).p_goes_on for s, cut in readings]
+    assert all(p is not None and 0.0 <= p <= 1.0 for p in ended + stopped)
+    assert max(ended) < 0.08 and np.mean(stopped) > 2 * np.mean(ended), (ended, stopped)
+
+
 def test_a_forced_prefix_leaves_the_probability_as_it_was(tiny_en, readings):
     audio = _heard(*readings[0][:1], len(readings[0][0]))
     whole = tiny_en.transcribe(audio)
@@ -82,5 +93,7 @@ def test_the_streaming_preview_says_what_its_final_decode_said(tiny_en, readings
     transcriber.preview_final()
     p = transcriber.preview_sentence_end()
     assert p is not None and p == transcriber._preview.decodes[-1].p_sentence_end
+    last = transcriber._preview.decodes[-1]
+    assert transcriber.preview_marks() == (last.p_sentence_end, last.p_goes_on) and last.p_goes_on is not None
     transcriber.append(np.zeros(1600, np.float32))  # new audio: the preview is gone
-    assert transcriber.preview_sentence_end() is None
+    assert transcriber.preview_sentence_end() is None and transcriber.preview_marks() == (None, None)

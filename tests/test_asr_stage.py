@@ -334,7 +334,8 @@ class _SureBackend(ScriptedBackend):
     """Says how sure it is that a sentence ended, as the CTranslate2 Whisper does."""
     def transcribe(self, audio, forced=(), prompt=(), guess=()):
         import dataclasses
-        return dataclasses.replace(super().transcribe(audio, forced, prompt, guess), p_sentence_end=0.42)
+        return dataclasses.replace(super().transcribe(audio, forced, prompt, guess), p_sentence_end=0.42,
+                                   p_goes_on=0.03)
 
 
 def test_the_paused_transcript_carries_the_recognizers_probability():
@@ -348,6 +349,6 @@ def test_the_paused_transcript_carries_the_recognizers_probability():
         await stage.settle()
 
     events = _bus_events(_SureBackend(utterance), script)
-    assert [e.p_sentence_end for e in events if isinstance(e, PausedTranscript)] == [0.42]
+    assert [(e.p_sentence_end, e.p_goes_on) for e in events if isinstance(e, PausedTranscript)] == [(0.42, 0.03)]
     events = _bus_events(ScriptedBackend(utterance), script)   # a backend that does not say
-    assert [e.p_sentence_end for e in events if isinstance(e, PausedTranscript)] == [None]
+    assert [(e.p_sentence_end, e.p_goes_on) for e in events if isinstance(e, PausedTranscript)] == [(None, None)]

@@ -66,3 +66,29 @@ def test_an_unfinished_request_stays_unfinished():
 def test_the_weight_is_checked():
     with pytest.raises(ValueError, match="sentence_weight"):
         TurnEndConfig(sentence_weight=-0.5)
+
+
+def goes_on_view(goes_on, config=None, number=False):
+    """"How do you marry the more?" ("Had he married a more [pause] amiable woman"): a full stop
+    Whisper was fairly sure of, the chat model and Smart Turn hearing an end; only Whisper's
+    P(", ; : ...") after the last word says the clause went on."""
+    config = config or replace(CONFIG, goes_on_p=0.08)
+    policy = TurnEndDecision(config, audio_cue=True)
+    policy.begin_turn(1)
+    policy.observe(np.zeros(480, np.float32), True, 0.97)
+    policy.sentence_ended(1, 0, ended=True, p=0.85, number=number, goes_on=goes_on)
+    policy.update(0.9999, 1, revision=0, audio_until_t=1.0)
+    policy.audio_cue(1, 0.95, audio_until_t=1.0)
+    return policy.view()
+
+
+def test_a_clause_the_recognizer_heard_go_on_waits_whatever_else_says_it_ended():
+    on = goes_on_view(0.14)
+    assert on.verdict == "clause goes on" and on.wait_s == CONFIG.open_sentence_s
+    assert goes_on_view(0.14, number=True).verdict == "clause goes on"     # "33, 4, 6," too
+    ended = goes_on_view(0.02)
+    assert ended.verdict == "sounds finished" and ended.wait_s == CONFIG.complete_s
+    assert goes_on_view(0.14, config=replace(CONFIG, goes_on_p=0.0)).verdict == "sounds finished"  # off
+    assert goes_on_view(None).verdict == "sounds finished"                 # a recognizer that does not say
+    with pytest.raises(ValueError, match="goes_on_p"):
+        TurnEndConfig(goes_on_p=1.0)

@@ -20,6 +20,7 @@ WAITING_WORDS = {"sounds finished": "sounds finished", "sounds unfinished": "wai
                  "unclear words": "waiting: not sure what was said",
                  "checking words": "waiting: checking what was heard",
                  "no sentence end": "waiting: no end of sentence heard",
+                 "clause goes on": "waiting: it sounded as if more would follow",
                  "hearing the voice": "waiting: listening to how it was said",
                  "pauses like before": "waiting: you paused this long before"}
 ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "it sounded unfinished",
@@ -27,6 +28,7 @@ ENDED_WORDS = {"sounds finished": "it sounded finished", "sounds unfinished": "i
                "unclear words": "not sure what was said",
                "checking words": "what was heard was still being checked",
                "no sentence end": "no end of sentence was heard",
+               "clause goes on": "it had sounded as if more would follow",
                "hearing the voice": "how it was said was still being heard",
                "pauses like before": "you had paused this long before"}
 

@@ -112,8 +112,8 @@ class PausedTurnDriver:
         self._pending = [u for u in self._pending if u[0] > t]
         for _, kind, turn_id, revision, value, heard in due:
             if kind == "paused":
-                text, rechecking, p_sentence_end = value
-                turns.paused_transcript(turn_id, revision, text, heard, rechecking, p_sentence_end)
+                text, rechecking, (p_sentence_end, p_goes_on) = value
+                turns.paused_transcript(turn_id, revision, text, heard, rechecking, p_sentence_end, p_goes_on)
             elif kind == "heard":
                 turns.feed(PauseRechecked(turn_id, t, revision, value))
             elif kind == "cue":
@@ -154,7 +154,7 @@ class PausedTurnDriver:
         p = state["predgen"].update(final.text, state["revision"], should_stop=lambda: True).p_end_of_turn
         spent = time.perf_counter() - started
         delay, told = (spent, decoded) if self.estimate_s is None else (self.estimate_s, 0.0)
-        paused = (final.text, False, state["asr"].preview_sentence_end())
+        paused = (final.text, False, state["asr"].preview_marks())
         self._pending.append((t + told, "paused", ep.turn.turn_id, state["revision"], paused, final.t))
         if p is not None:
             self._pending.append((t + delay, "estimate", ep.turn.turn_id, state["revision"], p, final.t))
@@ -221,7 +221,7 @@ class PausedTurnDriver:
             head = self._head_start_s()
             told, delay, recheck = (max(0.0, x - head) for x in (told, delay, recheck))
             # the paused transcript, as the ASR stage sends it (it says whether a check follows)
-            paused = (final.text, steady is not None, state["asr"].preview_sentence_end())
+            paused = (final.text, steady is not None, state["asr"].preview_marks())
             state.update(paused_at=len(ep.turn.audio(trimmed=False)), looked=False, text=final.text,
                          answered_t=event.t + told)
             self._pending.append((event.t + told, "paused", event.turn_id, revision, paused, final.t))

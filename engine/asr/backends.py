@@ -27,6 +27,8 @@ class Hypothesis:
     # the recognizer's P(a sentence ended) after its last word (whisper/sentence_end.py); None:
     # the backend does not say, and the text's own punctuation is all there is
     p_sentence_end: float | None = None
+    # its P(", ; : …") there: the clause goes on (None when p_sentence_end is)
+    p_goes_on: float | None = None
     # the recognizer's P(the audio holds no speech) (Whisper's no-speech token); None: not said
     p_no_speech: float | None = None
     avg_logprob: float | None = None  # the decode's mean token log-prob (Whisper's measure)

@@ -248,9 +248,15 @@ class StreamingTranscriber:
     def preview_sentence_end(self) -> float | None:
         """The recognizer's P(a sentence ended) after the previewed final's last word (None: no
         preview, or the backend does not say)."""
+        return self.preview_marks()[0]
+
+    def preview_marks(self) -> tuple[float | None, float | None]:
+        """(P(". ? !"), P(", ; : …")) after the previewed final's last word: the sentence ended,
+        the clause goes on (None: no preview, or the backend does not say)."""
         if self._preview is None or not self._preview.decodes:
-            return None
-        return self._preview.decodes[-1].p_sentence_end
+            return None, None
+        last = self._preview.decodes[-1]
+        return last.p_sentence_end, last.p_goes_on
 
     def finish(self) -> FinalTranscript:
         """The final transcript: one more decode, consistent with everything committed (or, with

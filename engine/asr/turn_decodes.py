@@ -64,7 +64,7 @@ class SilenceDecodes:
         None when the voice came back before the decode began (the audio is kept, not decoded)."""
         transcriber = pause.transcriber
 
-        def work() -> tuple[FinalTranscript, int, bool, float | None] | None:
+        def work() -> tuple[FinalTranscript, int, bool, tuple] | None:
             started = time.perf_counter()
             transcriber.append(audio)
             if pause.stale and self._transcriber is transcriber:
@@ -72,15 +72,15 @@ class SilenceDecodes:
             final = transcriber.preview_final()
             cheap = 1000 * (time.perf_counter() - started) <= self.config.recheck_max_ms
             transcriber.revision += 1  # later partials supersede it
-            return final, transcriber.revision, cheap and transcriber.recheck_due(), transcriber.preview_sentence_end()
+            return final, transcriber.revision, cheap and transcriber.recheck_due(), transcriber.preview_marks()
 
         decoded = await self._decode(work)
         if decoded is None:
             return None
-        final, revision, rechecking, p_sentence_end = decoded
+        final, revision, rechecking, marks = decoded
         # still this turn's, still open; one begun early and dropped since is never sent
         if self._transcriber is transcriber and (pause.confirmed or not pause.stale):
-            pause.held = (final, revision, p_sentence_end, rechecking)  # sent once the pause is confirmed
+            pause.held = (final, revision, marks, rechecking)  # sent once the pause is confirmed
             if pause.confirmed:
                 recheck = self._send_held(pause)
                 if recheck is not None:
@@ -89,10 +89,10 @@ class SilenceDecodes:
 
     def _send_held(self, pause: PauseDecode):
         """Send the pause decode's transcript; returns its steadiness check to run, if it has one."""
-        final, revision, p_sentence_end, rechecking = pause.held
+        final, revision, marks, rechecking = pause.held
         pause.held = None
         pause.answered_samples = self._fed_samples
-        self._send_paused(pause.transcriber, final, revision, p_sentence_end, rechecking)
+        self._send_paused(pause.transcriber, final, revision, marks, rechecking)
         return self._recheck(pause.transcriber, final, revision) if rechecking else None
 
     def _spawn_decode(self, pause: PauseDecode) -> PauseDecode:
@@ -181,7 +181,7 @@ class SilenceDecodes:
             return None  # the pause decode failed, and said so when the turn ends
         transcriber = pause.transcriber
 
-        def work() -> tuple[FinalTranscript, int, float | None] | None:
+        def work() -> tuple[FinalTranscript, int, tuple] | None:
             transcriber.append(audio)
             if first is None or pause.stale:
                 return None  # the voice came back: the hops hear this audio with what follows
@@ -189,23 +189,25 @@ class SilenceDecodes:
             if not extends(first.text, final.text):
                 return None  # no word more, or words heard otherwise: the pause decode stands
             transcriber.revision += 1
-            return final, transcriber.revision, transcriber.preview_sentence_end()
+            return final, transcriber.revision, transcriber.preview_marks()
 
         looked = await self._decode(work)
         if looked is None:
             return None
-        final, revision, p_sentence_end = looked
+        final, revision, marks = looked
         if self._transcriber is transcriber and not pause.stale:
-            self._send_paused(transcriber, final, revision, p_sentence_end)
+            self._send_paused(transcriber, final, revision, marks)
         return final
 
     def _send_paused(self, transcriber: StreamingTranscriber, final: FinalTranscript, revision: int,
-                     p_sentence_end: float | None, rechecking: bool = False) -> None:
+                     marks: tuple[float | None, float | None], rechecking: bool = False) -> None:
         """The turn's newest paused transcript: kept as its preview (the final if the turn ends
-        now) and sent to the decision and PredGen."""
+        now) and sent to the decision and PredGen, with the recognizer's P(". ? !") and
+        P(", ; : …") after its last word (`marks`)."""
         self._previews = {transcriber.turn_id: (transcriber, final, revision)}
+        p_sentence_end, p_goes_on = marks
         self.emit(PausedTranscript(final.turn_id, final.t, revision, final.text, audio_until_t=final.t,
-                                   rechecking=rechecking, p_sentence_end=p_sentence_end))
+                                   rechecking=rechecking, p_sentence_end=p_sentence_end, p_goes_on=p_goes_on))
 
     async def _final_after_look(self, ended: EndedTurn, late: asyncio.Task, paused: FinalTranscript) -> None:
         """The turn ended while its second look decoded: that look's words, if it heard more."""

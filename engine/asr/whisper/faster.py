@@ -185,13 +185,14 @@ class FasterWhisperBackend(AsrBackend):
             suppress_tokens=[-1], return_scores=True, return_no_speech_prob=True, return_logits_vocab=True)[0]
         eot = self.text.first_special
         tokens = result.sequences_ids[0]
-        p_end = self._sentence_end.probability(tokens, result.logits[0])
+        marks = self._sentence_end.probabilities(tokens, result.logits[0])
         if forced and tokens[:len(forced)] == list(forced):  # CTranslate2 returns the forced tokens too
             tokens = tokens[len(forced):]
         end = next((i for i, t in enumerate(tokens) if t >= eot), len(tokens))
         # CTranslate2's score is the log-prob per generated token; Whisper averages over one more
         logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
-        return Hypothesis(tuple(tokens[:end]), p_sentence_end=p_end if end == len(tokens) else None,
+        p_end, p_on = marks if marks is not None and end == len(tokens) else (None, None)
+        return Hypothesis(tuple(tokens[:end]), p_sentence_end=p_end, p_goes_on=p_on,
                           p_no_speech=result.no_speech_prob, avg_logprob=logprob)
 
     def _decode_guessed(self, encoded, prefix, forced, guess, budget: int, sot_index: int) -> Hypothesis:
@@ -200,10 +201,11 @@ class FasterWhisperBackend(AsrBackend):
                                         eot=eot, no_speech=self._window_tokenizer.no_speech, sot_index=sot_index,
                                         suppress_blank=not forced, marks=self._sentence_end.mark_ids)
         ids = [*forced, *out.tokens]
-        p_end = self._sentence_end.probability(ids, out.logits) if out.ended else None
+        marks = self._sentence_end.probabilities(ids, out.logits) if out.ended else None
+        p_end, p_on = marks if marks is not None else (None, None)
         stats = DecodeStats(target_passes=out.passes, accepted_per_round=(out.accepted,),
                             draft_lengths=(out.guessed,))
-        return Hypothesis(out.tokens, stats, p_sentence_end=p_end, p_no_speech=out.p_no_speech,
+        return Hypothesis(out.tokens, stats, p_sentence_end=p_end, p_goes_on=p_on, p_no_speech=out.p_no_speech,
                           avg_logprob=out.avg_logprob)
 
     def _transcribe_segments(self, audio, forced, prompt) -> Hypothesis:

@@ -6,7 +6,10 @@ it hears a falling pitch and a lengthened last word as a sentence end, and speec
 won; the distribution at that step says how sure it was. At the step right after the last word
 (the first of the trailing punctuation marks, or the end-of-text when there is none) the sum of
 the probabilities of the tokens that begin with ". ? !" (an ellipsis trails off: not an end) is
-`p_sentence_end`. It costs nothing: the decode returns the step's logits.
+`p_sentence_end`. The same step's ", ; : …" (`p_goes_on`) say the clause goes on: at a speaker's
+pause inside a request Whisper puts more there than after a request's last word, and that tells
+the two apart better than P(". ? !") does (docs/benchmarks.md, "Why the p90 and the cuts stay").
+It costs nothing: the decode returns the step's logits.
 """
 from __future__ import annotations
 
@@ -31,11 +34,17 @@ class SentenceEnd:
                 marks.add(i)
         self.end_ids = np.array(sorted(ends), dtype=np.int64)
         self.mark_ids = marks
+        self.on_ids = np.array(sorted(marks - set(ends)), dtype=np.int64)
 
     def probability(self, ids: Sequence[int], logits: Sequence) -> float | None:
         """P(sentence end) after the last word of a decode whose tokens are `ids` (the forced ones
         included) and whose step logits are `logits` (one per token of `ids`, then the end-of-text
         step). None: the decode did not end with end-of-text (it hit its length limit)."""
+        both = self.probabilities(ids, logits)
+        return None if both is None else both[0]
+
+    def probabilities(self, ids: Sequence[int], logits: Sequence) -> tuple[float, float] | None:
+        """(P(". ? !"), P(", ; : …")) at the step after the last word, as `probability`."""
         if len(logits) != len(ids) + 1:
             return None
         step = len(ids)
@@ -43,4 +52,5 @@ class SentenceEnd:
             step -= 1
         row = np.asarray(logits[step], dtype=np.float64).reshape(-1)
         p = np.exp(row - row.max())
-        return float(p[self.end_ids[self.end_ids < len(p)]].sum() / p.sum())
+        p /= p.sum()
+        return float(p[self.end_ids[self.end_ids < len(p)]].sum()), float(p[self.on_ids[self.on_ids < len(p)]].sum())
