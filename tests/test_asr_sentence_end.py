@@ -88,12 +88,12 @@ def test_a_forced_prefix_leaves_the_probability_as_it_was(tiny_en, readings):
 def test_the_streaming_preview_says_what_its_final_decode_said(tiny_en, readings):
     samples, _ = readings[0]
     transcriber = StreamingTranscriber(tiny_en, StreamingConfig())
-    assert transcriber.preview_sentence_end() is None
+    assert transcriber.preview_marks() == (None, None)
     transcriber.append(_heard(samples, len(samples)))
     transcriber.preview_final()
-    p = transcriber.preview_sentence_end()
+    p = transcriber.preview_marks()[0]
     assert p is not None and p == transcriber._preview.decodes[-1].p_sentence_end
     last = transcriber._preview.decodes[-1]
     assert transcriber.preview_marks() == (last.p_sentence_end, last.p_goes_on) and last.p_goes_on is not None
     transcriber.append(np.zeros(1600, np.float32))  # new audio: the preview is gone
-    assert transcriber.preview_sentence_end() is None and transcriber.preview_marks() == (None, None)
+    assert transcriber.preview_marks() == (None, None)

@@ -245,18 +245,11 @@ class StreamingTranscriber:
             del self.decodes[n:]
         return self._preview.final
 
-    def preview_sentence_end(self) -> float | None:
-        """The recognizer's P(a sentence ended) after the previewed final's last word (None: no
-        preview, or the backend does not say)."""
-        return self.preview_marks()[0]
-
     def preview_marks(self) -> tuple[float | None, float | None]:
-        """(P(". ? !"), P(", ; : …")) after the previewed final's last word: the sentence ended,
-        the clause goes on (None: no preview, or the backend does not say)."""
-        if self._preview is None or not self._preview.decodes:
-            return None, None
-        last = self._preview.decodes[-1]
-        return last.p_sentence_end, last.p_goes_on
+        """The recognizer's (P(". ? !"), P(", ; : …")) after the previewed final's last word: the
+        sentence ended, the clause goes on (None: no preview, or the backend does not say)."""
+        last = self._preview.decodes[-1] if self._preview is not None and self._preview.decodes else None
+        return (None, None) if last is None else (last.p_sentence_end, last.p_goes_on)
 
     def finish(self) -> FinalTranscript:
         """The final transcript: one more decode, consistent with everything committed (or, with
