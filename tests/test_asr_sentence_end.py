@@ -69,8 +69,8 @@ def test_a_request_that_ended_sounds_more_ended_than_one_stopped_at_its_phrase_b
 
 
 def test_a_request_stopped_at_its_phrase_break_sounds_as_if_it_went_on(tiny_en, readings):
-    """Whisper's P(", ; : ...") after the last word: below 0.08 (`goes_on_p`) after every whole
-    request, higher at the phrase break on average."""
+    """Whisper's P(", ; : ...") after the last word: under 0.08 after every whole request (the
+    decision's `goes_on_p` is 0.1), higher at the phrase break on average."""
     ended = [tiny_en.transcribe(_heard(s, len(s))).p_goes_on for s, _ in readings]
     stopped = [tiny_en.transcribe(_heard(s, cut)).p_goes_on for s, cut in readings]
     assert all(p is not None and 0.0 <= p <= 1.0 for p in ended + stopped)
