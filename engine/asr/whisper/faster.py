@@ -140,7 +140,7 @@ class FasterWhisperBackend(AsrBackend):
             hypothesis = self.decode_in_window(audio, tried[-1], forced, prompt, guess=guess)
         stats = replace(hypothesis.stats, windows=tuple(tried))
         if self._no_speech(hypothesis, forced):
-            return Hypothesis((), stats, None, hypothesis.p_no_speech, hypothesis.avg_logprob)
+            return Hypothesis((), stats, p_no_speech=hypothesis.p_no_speech, avg_logprob=hypothesis.avg_logprob)
         return replace(hypothesis, stats=stats)
 
     def _no_speech(self, hypothesis: Hypothesis, forced) -> bool:
