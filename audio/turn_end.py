@@ -162,6 +162,10 @@ class TurnEndConfig:
             raise ValueError("turn end: learned_pause_turns and learned_pause_margin_s must not be negative")
 
 
+def _unit(p: float) -> float:
+    return min(1.0, max(0.0, float(p)))
+
+
 def _logit(p: float) -> float:
     p = min(1 - 1e-6, max(1e-6, p))
     return math.log(p / (1 - p))
@@ -208,7 +212,7 @@ class TurnEndDecision(HangoverPolicy):
             if revision < self._revision:
                 return
             self._revision = revision
-        self._p_llm = min(1.0, max(0.0, float(p_end_of_turn)))
+        self._p_llm = _unit(p_end_of_turn)
         self._heard_until = audio_until_t
 
     def rechecking(self, turn_id: int, revision: int) -> None:
@@ -228,12 +232,12 @@ class TurnEndDecision(HangoverPolicy):
                        number: bool = False, goes_on: float | None = None) -> None:
         if turn_id != self._turn_id:
             return
-        clip = lambda x: None if x is None else min(1.0, max(0.0, float(x)))  # noqa: E731
-        self._sentence[revision] = (ended, clip(p), number, clip(goes_on))
+        self._sentence[revision] = (ended, None if p is None else _unit(p), number,
+                                    None if goes_on is None else _unit(goes_on))
 
     def audio_cue(self, turn_id: int, p_end_of_turn: float, audio_until_t: float) -> None:
         if turn_id == self._turn_id:
-            self._cue = (min(1.0, max(0.0, float(p_end_of_turn))), audio_until_t)
+            self._cue = (_unit(p_end_of_turn), audio_until_t)
 
     def paused_inside(self, pause_s: float) -> None:
         c = self.config

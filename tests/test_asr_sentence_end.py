@@ -26,13 +26,12 @@ def test_the_probability_is_read_right_after_the_last_word():
     after_word = _row(**{".": 0.3, "?": 0.2, ",": 0.1, "...": 0.1, "<|endoftext|>": 0.3})
     ids = [0, 1, 2, 3]   # "Call my brother." : the "." step is the one after the last word
     logits = [steady, steady, steady, after_word, _row(**{"<|endoftext|>": 1.0})]
-    assert ends.probability(ids, logits) == pytest.approx(0.5, abs=1e-6)
-    # ", ; : ..." at the same step: the clause goes on
+    # and ", ; : ..." at the same step: the clause goes on
     assert ends.probabilities(ids, logits) == pytest.approx((0.5, 0.2), abs=1e-6)
     # no mark written: the end-of-text step is the one after the last word
-    assert ends.probability(ids[:3], logits[:3] + [after_word]) == pytest.approx(0.5, abs=1e-6)
+    assert ends.probabilities(ids[:3], logits[:3] + [after_word]) == pytest.approx((0.5, 0.2), abs=1e-6)
     # stopped by the length limit: no end-of-text step, no answer
-    assert ends.probability(ids, logits[:4]) is None
+    assert ends.probabilities(ids, logits[:4]) is None
 
 
 @pytest.fixture(scope="module")

@@ -36,15 +36,11 @@ class SentenceEnd:
         self.mark_ids = marks
         self.on_ids = np.array(sorted(marks - set(ends)), dtype=np.int64)
 
-    def probability(self, ids: Sequence[int], logits: Sequence) -> float | None:
-        """P(sentence end) after the last word of a decode whose tokens are `ids` (the forced ones
-        included) and whose step logits are `logits` (one per token of `ids`, then the end-of-text
-        step). None: the decode did not end with end-of-text (it hit its length limit)."""
-        both = self.probabilities(ids, logits)
-        return None if both is None else both[0]
-
     def probabilities(self, ids: Sequence[int], logits: Sequence) -> tuple[float, float] | None:
-        """(P(". ? !"), P(", ; : …")) at the step after the last word, as `probability`."""
+        """(P(". ? !"), P(", ; : …")) after the last word of a decode whose tokens are `ids` (the
+        forced ones included) and whose step logits are `logits` (one per token of `ids`, then the
+        end-of-text step): the sentence ended, the clause goes on. None: the decode did not end
+        with end-of-text (it hit its length limit)."""
         if len(logits) != len(ids) + 1:
             return None
         step = len(ids)
